@@ -1,0 +1,137 @@
+"""The ``irflow`` command line. Imports stay lazy so ``irflow --help`` answers at once."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+
+def _parse_mapping(items: list[str]) -> dict[str, str]:
+    mapping = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or "." not in key:
+            raise SystemExit(f"irflow: error: --map expects TABLE.FIELD=COLUMN (e.g. corpus.text=body), got {item!r}")
+        mapping[key] = value
+    return mapping
+
+
+def cmd_datasets_list(args: argparse.Namespace) -> int:
+    from tasks.ingest import list_datasets
+
+    rows = list_datasets()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    width = max(len(r["name"]) for r in rows)
+    for r in rows:
+        stored = ", ".join(r["stored"]) if r["stored"] else "-"
+        print(f"{r['name']:<{width}}  {r['kind']:<8}  stored splits: {stored}")
+    return 0
+
+
+def _print_info(manifest: dict[str, Any]) -> None:
+    grades = ", ".join(f"{g}: {n:,}" for g, n in manifest["grades"].items())
+    dropped = manifest.get("dropped_qrels", {})
+    lines = [
+        ("dataset", f"{manifest['name']} (split {manifest['split']})"),
+        ("documents", f"{manifest['documents']:,}"),
+        ("queries", f"{manifest['queries']:,} judged"),
+        ("judgements", f"{manifest['judgements']:,}"),
+        ("grades", grades or "-"),
+        ("fingerprint", manifest["fingerprint"]),
+        ("source", f"{manifest['source'].get('kind')}: {manifest['source'].get('location')}"),
+        ("document metadata", ", ".join(manifest.get("document_metadata", [])) or "-"),
+        ("query metadata", ", ".join(manifest.get("query_metadata", [])) or "-"),
+        ("ignore identical ids", str(manifest.get("ignore_identical_ids", False)).lower()),
+    ]
+    if dropped and any(dropped.get(k) for k in ("unknown_query", "unknown_doc", "duplicate")):
+        lines.append(("dropped judgements", f"{dropped['unknown_query']} unknown queries, {dropped['unknown_doc']} "
+                                            f"unknown documents, {dropped['duplicate']} duplicates"))
+    for key, value in lines:
+        print(f"{key + ':':<22}{value}")
+
+
+def cmd_datasets_info(args: argparse.Namespace) -> int:
+    from tasks.ingest import dataset_info
+
+    manifest = dataset_info(args.name, args.split)
+    if args.json:
+        print(json.dumps(manifest, indent=2, sort_keys=True))
+    else:
+        _print_info(manifest)
+    return 0
+
+
+def cmd_datasets_download(args: argparse.Namespace) -> int:
+    from tasks.ingest import dataset_info
+
+    _print_info(dataset_info(args.name, args.split))
+    return 0
+
+
+def cmd_datasets_import(args: argparse.Namespace) -> int:
+    from tasks.ingest import import_dataset
+
+    thresholds = tuple(float(t) for t in args.grade_thresholds.split(",")) if args.grade_thresholds else None
+    dataset = import_dataset(args.path, args.format, args.name, split=args.split, mapping=_parse_mapping(args.map),
+                             base=args.base, grade_thresholds=thresholds)
+    _print_info(dataset.manifest)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="irflow", description="Evaluate retrieval systems: ingest, embed, index, "
+                                     "retrieve, measure, compare, report.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ds = sub.add_parser("datasets", help="list, download, inspect and import datasets")
+    ds_sub = ds.add_subparsers(dest="datasets_command", required=True)
+    p = ds_sub.add_parser("list", help="known datasets and their stored splits")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_datasets_list)
+    p = ds_sub.add_parser("download", help="download and ingest a dataset (BEIR names: beir/scifact, ...)")
+    p.add_argument("name")
+    p.add_argument("--split", help="split to ingest (default: test; dev for MS MARCO)")
+    p.set_defaults(func=cmd_datasets_download)
+    p = ds_sub.add_parser("info", help="counts, grade histogram and fingerprint of a dataset split")
+    p.add_argument("name")
+    p.add_argument("--split")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_datasets_info)
+    p = ds_sub.add_parser("import", help="ingest a local source under a new name")
+    p.add_argument("path")
+    p.add_argument("--format", required=True,
+                   choices=["beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels"])
+    p.add_argument("--name", required=True)
+    p.add_argument("--split", help="split name (default: test; dev for msmarco)")
+    p.add_argument("--map", action="append", default=[], metavar="TABLE.FIELD=COLUMN",
+                   help="source column for a canonical field, e.g. corpus.text=body (repeatable)")
+    p.add_argument("--base", help="trec-qrels: dataset whose corpus and queries the judgements refer to")
+    p.add_argument("--grade-thresholds", help="zbench zELO scores: p thresholds for grades 3,2,1 (default 0.5,0.25,0.1)")
+    p.set_defaults(func=cmd_datasets_import)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from tasks.schema import IrflowError
+
+    try:
+        return int(args.func(args) or 0)
+    except IrflowError as err:
+        print(f"irflow: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("irflow: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

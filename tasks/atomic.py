@@ -1,0 +1,46 @@
+"""Atomic file writes: write to a temporary file beside the target, fsync, then rename.
+
+An interrupted run therefore never leaves a half-written file that a later run trusts:
+the target either has its old content or the complete new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path in the target's folder; on success rename it onto ``target``."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        with open(tmp_path, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp_path, target)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_open(target: str | os.PathLike[str], mode: str = "w", **kwargs: Any) -> Iterator[IO[Any]]:
+    """Open a temporary file for writing; it replaces ``target`` only if the block succeeds."""
+    with atomic_path(target) as tmp, open(tmp, mode, **kwargs) as fh:
+        yield fh
+
+
+def write_json(target: str | os.PathLike[str], obj: Any) -> None:
+    """Write ``obj`` as pretty, key-sorted JSON, atomically."""
+    with atomic_open(target, "w", encoding="utf-8") as fh:
+        json.dump(obj, fh, indent=2, sort_keys=True, ensure_ascii=False)
+        fh.write("\n")

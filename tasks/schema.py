@@ -1,0 +1,82 @@
+"""Shared types of irflow: the canonical dataset, errors, and the column contract.
+
+Every stage reads and writes these shapes and nothing else, so a task module never needs
+another task module's internals.
+
+Canonical tables (all ids are strings, always):
+
+* corpus  — ``doc_id``, ``title``, ``text``, then any metadata columns (e.g. ``doc_type``)
+* queries — ``query_id``, ``text``, then any metadata columns (e.g. ``category``)
+* qrels   — ``query_id``, ``doc_id``, ``relevance`` (int64 grade; 0 = judged not relevant)
+* run     — ``query_id``, ``doc_id``, ``score`` (float64), ``rank`` (int64, 1-based)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+CORPUS_COLUMNS = ("doc_id", "title", "text")
+QUERY_COLUMNS = ("query_id", "text")
+QRELS_COLUMNS = ("query_id", "doc_id", "relevance")
+RUN_COLUMNS = ("query_id", "doc_id", "score", "rank")
+
+
+class IrflowError(Exception):
+    """Base class of every error irflow raises on purpose; the CLI prints these without a traceback."""
+
+
+class InputError(IrflowError, ValueError):
+    """Bad input data. The message names the file, the line (or byte offset / field) and what was expected."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        super().__init__(where + message)
+        self.path = path
+        self.line = line
+
+
+class DownloadError(IrflowError):
+    """A download failed, was incomplete, or did not match its checksum. Nothing was cached."""
+
+
+class UnknownNameError(IrflowError, KeyError):
+    """An unknown dataset, system, model or metric name. The message lists the valid choices."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One canonical dataset split: corpus, judged queries of the split, and their qrels.
+
+    ``manifest`` holds the provenance (source, split, counts, fingerprint, irflow version,
+    ``ignore_identical_ids``, dropped qrels). ``fingerprint`` is a sha256 of the table contents
+    only, so the same data gives the same fingerprint whatever route it came by.
+    """
+
+    name: str
+    split: str
+    corpus: pd.DataFrame
+    queries: pd.DataFrame
+    qrels: pd.DataFrame
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> str:
+        return str(self.manifest["fingerprint"])
+
+    @property
+    def ignore_identical_ids(self) -> bool:
+        """True where a hit whose doc id equals the query id must be dropped (ArguAna, Quora)."""
+        return bool(self.manifest.get("ignore_identical_ids", False))
+
+    def grades(self) -> dict[int, int]:
+        """Histogram grade -> number of judgements."""
+        counts = self.qrels["relevance"].value_counts().sort_index()
+        return {int(g): int(n) for g, n in counts.items()}

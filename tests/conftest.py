@@ -1,0 +1,87 @@
+"""Shared fixtures: isolated cache per test, the shared BEIR collections, a loopback HTTP server.
+
+Tests that need ``../shared`` skip with the reason when it is absent; with
+``IRFLOW_REQUIRE_SHARED=1`` (set by ``.ci/run``) they fail instead, so CI cannot pass by skipping.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+SHARED_DIR = Path(os.environ.get("IRFLOW_SHARED_DIR") or Path(__file__).resolve().parents[2] / "shared")
+BEIR_DIR = SHARED_DIR / "datasets" / "beir"
+
+
+def require_shared() -> Path:
+    """The shared BEIR folder, or skip (fail under IRFLOW_REQUIRE_SHARED=1) with the reason."""
+    if not (BEIR_DIR / "scifact.zip").is_file():
+        reason = f"needs the shared BEIR collections at {BEIR_DIR} (set IRFLOW_SHARED_DIR to the shared folder)"
+        if os.environ.get("IRFLOW_REQUIRE_SHARED") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return BEIR_DIR
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own IRFLOW_CACHE_DIR, so nothing lands in the project's datasets/cache."""
+    path = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("IRFLOW_CACHE_DIR", str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def beir_dir() -> Path:
+    return require_shared()
+
+
+@pytest.fixture(scope="session")
+def beir_dataset(beir_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., object]:
+    """``beir_dataset("scifact", split="test")``: the canonical dataset, ingested once per session."""
+    cache = tmp_path_factory.mktemp("shared-cache")
+    loaded: dict[tuple[str, str], object] = {}
+
+    def load(name: str, split: str = "test") -> object:
+        if (name, split) not in loaded:
+            from tasks.ingest import import_dataset, load_dataset
+
+            with mock.patch.dict(os.environ, {"IRFLOW_CACHE_DIR": str(cache)}):
+                try:
+                    loaded[(name, split)] = load_dataset(f"shared/{name}", split)
+                except KeyError:
+                    import_dataset(beir_dir / f"{name}.zip", "beir", f"shared/{name}")
+                    loaded[(name, split)] = load_dataset(f"shared/{name}", split)
+        return loaded[(name, split)]
+
+    return load
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        self.server.requests.append(self.path)  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def serve_dir() -> Iterator[Callable[[Path], tuple[str, list[str]]]]:
+    """Serve a folder over HTTP on 127.0.0.1 (a free port); returns ``(base_url, request_log)``."""
+    servers: list[http.server.ThreadingHTTPServer] = []
+
+    def start(folder: Path) -> tuple[str, list[str]]:
+        handler = lambda *a, **kw: _QuietHandler(*a, directory=str(folder), **kw)  # noqa: E731
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server.requests = []  # type: ignore[attr-defined]
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}", server.requests  # type: ignore[attr-defined]
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
