@@ -28,6 +28,12 @@ def write_beir(folder: Path, corpus: list[dict] | str, queries: list[dict] | str
     return folder
 
 
+def imported(*args, **kwargs):
+    """Import, then load the stored split (import itself returns only the manifest)."""
+    manifest = ingest.import_dataset(*args, **kwargs)
+    return ingest.load_dataset(manifest["name"], manifest["split"])
+
+
 DOCS = [{"_id": "d1", "title": "Alpha", "text": "first doc"}, {"_id": "d2", "title": "", "text": "second doc"},
         {"_id": "3", "title": "Gamma", "text": "third", "metadata": {"doc_type": "code"}}]
 QUERIES = [{"_id": "q1", "text": "alpha?"}, {"_id": "q2", "text": "second?"}, {"_id": "q3", "text": "unjudged"}]
@@ -64,10 +70,10 @@ def test_beir_download_gives_the_published_counts_and_caches(mirror: list[str], 
     assert again.fingerprint == scifact.fingerprint
 
     # The same content by the zip-import and unpacked-folder routes has the same fingerprint.
-    via_zip = ingest.import_dataset(beir_dir / "scifact.zip", "beir", "copy/zip")
+    via_zip = imported(beir_dir / "scifact.zip", "beir", "copy/zip")
     folder = Path(os.environ["IRFLOW_CACHE_DIR"]) / "unpacked"
     zipfile.ZipFile(beir_dir / "scifact.zip").extractall(folder)
-    via_folder = ingest.import_dataset(folder / "scifact", "beir", "copy/folder")
+    via_folder = imported(folder / "scifact", "beir", "copy/folder")
     assert via_zip.fingerprint == via_folder.fingerprint == scifact.fingerprint
 
 
@@ -204,7 +210,7 @@ def test_import_of_a_zip_routes_through_safe_extraction(tmp_path: Path) -> None:
 
 def test_canonical_tables_ids_metadata_and_dropped_qrels(tmp_path: Path) -> None:
     qrels = QRELS + "q1\tnope\t1\r\nq9\td1\t1\r\nq2\td2\t1\r\n"
-    dataset = ingest.import_dataset(write_beir(tmp_path / "toy", DOCS, QUERIES, qrels), "beir", "toy")
+    dataset = imported(write_beir(tmp_path / "toy", DOCS, QUERIES, qrels), "beir", "toy")
     assert list(dataset.corpus.columns) == ["doc_id", "title", "text", "doc_type"]
     assert dataset.corpus.set_index("doc_id").loc["3", "doc_type"] == "code"
     assert sorted(dataset.queries["query_id"]) == ["q1", "q2"], "only judged queries of the split"
@@ -218,20 +224,20 @@ def test_canonical_tables_ids_metadata_and_dropped_qrels(tmp_path: Path) -> None
 
 
 def test_fingerprint_is_stable_and_sensitive(tmp_path: Path) -> None:
-    a = ingest.import_dataset(write_beir(tmp_path / "a", DOCS, QUERIES, QRELS), "beir", "a")
-    b = ingest.import_dataset(write_beir(tmp_path / "b", list(reversed(DOCS)), QUERIES, QRELS), "beir", "b")
+    a = imported(write_beir(tmp_path / "a", DOCS, QUERIES, QRELS), "beir", "a")
+    b = imported(write_beir(tmp_path / "b", list(reversed(DOCS)), QUERIES, QRELS), "beir", "b")
     assert a.fingerprint == b.fingerprint, "row order is not content"
-    assert ingest.import_dataset(tmp_path / "a", "beir", "a").fingerprint == a.fingerprint
+    assert imported(tmp_path / "a", "beir", "a").fingerprint == a.fingerprint
     changed = QRELS.replace("q2\td2\t1", "q2\td2\t2")
-    c = ingest.import_dataset(write_beir(tmp_path / "c", DOCS, QUERIES, changed), "beir", "c")
+    c = imported(write_beir(tmp_path / "c", DOCS, QUERIES, changed), "beir", "c")
     docs = [dict(DOCS[0], text="first doc!"), *DOCS[1:]]
-    d = ingest.import_dataset(write_beir(tmp_path / "d", docs, QUERIES, QRELS), "beir", "d")
+    d = imported(write_beir(tmp_path / "d", docs, QUERIES, QRELS), "beir", "d")
     assert len({a.fingerprint, c.fingerprint, d.fingerprint}) == 3
 
 
 def test_second_load_reads_the_store(tmp_path: Path) -> None:
     folder = write_beir(tmp_path / "toy", DOCS, QUERIES, QRELS)
-    first = ingest.import_dataset(folder, "beir", "toy")
+    first = imported(folder, "beir", "toy")
     shutil.rmtree(folder)
     again = ingest.load_dataset("toy")
     pd.testing.assert_frame_equal(first.corpus, again.corpus)
@@ -257,7 +263,7 @@ def test_bad_corpus(tmp_path: Path, corpus: str, match: str) -> None:
 
 
 def test_failed_reimport_keeps_the_previous_dataset(tmp_path: Path) -> None:
-    good = ingest.import_dataset(write_beir(tmp_path / "good", DOCS, QUERIES, QRELS), "beir", "keep")
+    good = imported(write_beir(tmp_path / "good", DOCS, QUERIES, QRELS), "beir", "keep")
     bad = write_beir(tmp_path / "bad", '{"_id": "x"\n', QUERIES, QRELS)
     with pytest.raises(InputError):
         ingest.import_dataset(bad, "beir", "keep")
@@ -312,7 +318,7 @@ def test_msmarco_native_files(tmp_path: Path) -> None:
     (tmp_path / "collection.tsv").write_text("0\tThe first passage.\n1\tSecond one\twith a tab.\n7\tSeventh.\n")
     (tmp_path / "queries.dev.small.tsv").write_text("100\twhat is first\n200\tseventh?\n300\tunjudged\n")
     (tmp_path / "qrels.dev.small.tsv").write_text("100\t0\t0\t1\n200\t0\t7\t1\n")
-    dataset = ingest.import_dataset(tmp_path, "msmarco", "mm", split="dev.small")
+    dataset = imported(tmp_path, "msmarco", "mm", split="dev.small")
     assert list(dataset.corpus["doc_id"]) == ["0", "1", "7"]
     assert dataset.corpus.set_index("doc_id").loc["1", "text"] == "Second one\twith a tab."
     assert sorted(dataset.queries["query_id"]) == ["100", "200"] and len(dataset.qrels) == 2
@@ -338,7 +344,7 @@ def test_column_mapped_tables(tmp_path: Path, fmt: str) -> None:
         else:
             frame.to_parquet(path)
     mapping = {"corpus.title": "heading", "corpus.text": "body", "queries.text": "question"}
-    dataset = ingest.import_dataset(tmp_path, fmt, f"mapped-{fmt}", mapping=mapping)
+    dataset = imported(tmp_path, fmt, f"mapped-{fmt}", mapping=mapping)
     assert list(dataset.corpus["doc_id"]) == ["1", "2", "3"], "ids are strings"
     assert list(dataset.corpus.columns) == ["doc_id", "title", "text", "doc_type"]
     assert list(dataset.queries.columns) == ["query_id", "text", "category"]
@@ -355,17 +361,17 @@ def test_zbench_annotated_and_unannotated(tmp_path: Path) -> None:
 
     plain = tmp_path / "plain.jsonl"
     plain.write_text(line("q1", [("a", None), ("b", None)]) + "\n" + line("q2", [("b", None), ("c", None)]) + "\n")
-    dataset = ingest.import_dataset(plain, "zbench", "zb-plain")
+    dataset = imported(plain, "zbench", "zb-plain")
     assert len(dataset.corpus) == 3 and dataset.qrels.empty
     assert pd.read_parquet(dataset.manifest["candidates"])["doc_id"].tolist() == ["a", "b", "b", "c"]
 
     human = tmp_path / "human.jsonl"
     human.write_text(line("q1", [("a", 1), ("b", 0)]) + "\n")
-    assert ingest.import_dataset(human, "zbench", "zb-human").grades() == {0: 1, 1: 1}
+    assert imported(human, "zbench", "zb-human").grades() == {0: 1, 1: 1}
 
     zelo = tmp_path / "zelo.jsonl"
     zelo.write_text(line("q1", [("a", 2.0), ("b", 2.0 - 0.5), ("c", 2.0 - 1.2), ("d", 2.0 - 2.0), ("e", -3.0)]) + "\n")
-    graded = ingest.import_dataset(zelo, "zbench", "zb-zelo")
+    graded = imported(zelo, "zbench", "zb-zelo")
     # p = exp(s - best): 1.0, 0.61, 0.30, 0.135, 0.0067 -> 3, 3, 2, 1, 0
     assert dict(zip(graded.qrels["doc_id"], graded.qrels["relevance"])) == {"a": 3, "b": 3, "c": 2, "d": 1, "e": 0}
     assert "exp(score - best score)" in graded.manifest["source"]["grading"]
@@ -381,7 +387,7 @@ def test_trec_qrels_over_a_base_dataset(tmp_path: Path) -> None:
     ingest.import_dataset(write_beir(tmp_path / "base", DOCS, QUERIES, QRELS), "beir", "base")
     trec = tmp_path / "new.qrels"
     trec.write_text("q1 0 d2 3\nq2 0 3 1\nq7 0 d1 1\n")
-    dataset = ingest.import_dataset(trec, "trec-qrels", "rejudged", base="base")
+    dataset = imported(trec, "trec-qrels", "rejudged", base="base")
     assert dataset.grades() == {1: 1, 3: 1}
     assert dataset.manifest["dropped_qrels"]["unknown_query"] == 1
     assert dataset.manifest["source"]["base"] == "base"

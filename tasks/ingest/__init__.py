@@ -64,8 +64,8 @@ def _load_beir(name: str, split: str) -> Dataset:
     root = beir.beir_root(top / item.subset if item.subset else top)
     if not (canonical.store_dir(name) / "corpus.json").is_file():
         canonical.write_corpus(name, beir.corpus_writer_for(root), source)
-    return canonical.write_split(name, beir.read_split(root, split), source,
-                                 ignore_identical_ids=item.ignore_identical_ids)
+    canonical.write_split(name, beir.read_split(root, split), source, ignore_identical_ids=item.ignore_identical_ids)
+    return canonical.load_stored(name, split)
 
 
 def _load_embedded(name: str, split: str) -> Dataset:
@@ -81,13 +81,17 @@ def _load_embedded(name: str, split: str) -> Dataset:
         return canonical.load_stored(name, split)
     if not current:
         canonical.write_corpus(name, beir.corpus_writer_for(root), source)
-    return canonical.write_split(name, beir.read_split(root, split), source)
+    canonical.write_split(name, beir.read_split(root, split), source)
+    return canonical.load_stored(name, split)
 
 
 def import_dataset(path: str | Path, fmt: str, name: str, *, split: str | None = None,
                    mapping: dict[str, str] | None = None, base: str | None = None,
-                   grade_thresholds: tuple[float, ...] | None = None) -> Dataset:
-    """Ingest a local source under ``name`` (replacing a dataset of that name).
+                   grade_thresholds: tuple[float, ...] | None = None) -> dict[str, Any]:
+    """Ingest a local source under ``name`` (replacing a dataset of that name); returns the manifest.
+
+    The stored dataset is then available to :func:`load_dataset` (the corpus is not loaded here,
+    so importing a large collection stays within a small, constant memory).
 
     Formats: ``beir`` (folder or zip), ``msmarco`` (collection.tsv, queries.<split>.tsv,
     qrels.<split>.tsv), ``jsonl``/``csv``/``parquet`` (a folder with corpus, queries and qrels
@@ -125,7 +129,7 @@ def import_dataset(path: str | Path, fmt: str, name: str, *, split: str | None =
     raise UnknownNameError(f"unknown import format {fmt!r}; valid formats: {', '.join(FORMATS)}")
 
 
-def _import_beir(path: Path, name: str, split: str, source: dict[str, Any]) -> Dataset:
+def _import_beir(path: Path, name: str, split: str, source: dict[str, Any]) -> dict[str, Any]:
     if path.is_file():
         folder = canonical.store_dir(name).parent / f".{Path(name).name}.unzipped"
         beir.safe_extract(path, folder)
@@ -138,13 +142,13 @@ def _import_beir(path: Path, name: str, split: str, source: dict[str, Any]) -> D
     return _import_beir_folder(beir.beir_root(path), name, split, source)
 
 
-def _import_beir_folder(root: Path, name: str, split: str, source: dict[str, Any]) -> Dataset:
+def _import_beir_folder(root: Path, name: str, split: str, source: dict[str, Any]) -> dict[str, Any]:
     canonical.write_corpus(name, beir.corpus_writer_for(root), source)
-    dataset = canonical.write_split(name, beir.read_split(root, split), source)
+    manifest = canonical.write_split(name, beir.read_split(root, split), source)
     for other in beir.available_splits(root):
         if other != split:
             canonical.write_split(name, beir.read_split(root, other), source)
-    return dataset
+    return manifest
 
 
 def list_datasets() -> list[dict[str, Any]]:
@@ -163,5 +167,8 @@ def list_datasets() -> list[dict[str, Any]]:
 
 
 def dataset_info(name: str, split: str | None = None) -> dict[str, Any]:
-    """The manifest of a dataset split (ingesting it first if needed)."""
+    """The manifest of a dataset split (ingesting it first if needed; a stored split is not loaded)."""
+    split = split or default_split(name)
+    if canonical.has_split(name, split) and name not in EMBEDDED:
+        return canonical.read_manifest(name, split)
     return dict(load_dataset(name, split).manifest)

@@ -350,8 +350,12 @@ def write_corpus(name: str, write: Any, source: dict[str, Any], extra: dict[str,
 
 
 def write_split(name: str, split: SplitSource, source: dict[str, Any], *,
-                ignore_identical_ids: bool = False, candidates: pd.DataFrame | None = None) -> Dataset:
-    """Validate one split against the stored corpus and store it (queries, qrels, manifest)."""
+                ignore_identical_ids: bool = False, candidates: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Validate one split against the stored corpus and store it; returns its manifest.
+
+    The corpus is not loaded (only its id column is read), so storing a split of a large
+    collection stays cheap.
+    """
     root = store_dir(name)
     corpus_info = json.loads((root / "corpus.json").read_text())
     queries = queries_frame(split.queries, split.queries_source)
@@ -383,7 +387,7 @@ def write_split(name: str, split: SplitSource, source: dict[str, Any], *,
         _replace_dir(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return load_stored(name, split.split)
+    return manifest
 
 
 def read_manifest(name: str, split: str) -> dict[str, Any]:

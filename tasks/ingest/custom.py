@@ -241,7 +241,7 @@ def read_zbench(path: Path, grade_thresholds: tuple[float, ...] | None = None) -
 # ----------------------------------------------------------------------------- TREC qrels
 
 
-def import_qrels(path: Path, name: str, base: Dataset, split: str, source: dict[str, Any]) -> Dataset:
+def import_qrels(path: Path, name: str, base: Dataset, split: str, source: dict[str, Any]) -> dict[str, Any]:
     """New judgements (TREC or BEIR qrels file) over the corpus and queries of dataset ``base``.
 
     Queries come from the base split, so judgements of queries outside it are reported as unknown.
