@@ -77,10 +77,36 @@ def cmd_datasets_import(args: argparse.Namespace) -> int:
     from tasks.ingest import import_dataset
 
     thresholds = tuple(float(t) for t in args.grade_thresholds.split(",")) if args.grade_thresholds else None
-    dataset = import_dataset(args.path, args.format, args.name, split=args.split, mapping=_parse_mapping(args.map),
-                             base=args.base, grade_thresholds=thresholds)
-    _print_info(dataset.manifest)
+    manifest = import_dataset(args.path, args.format, args.name, split=args.split, mapping=_parse_mapping(args.map),
+                              base=args.base, grade_thresholds=thresholds)
+    _print_info(manifest)
     return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from flows.evaluate import DEFAULT_METRICS, DEFAULT_SYSTEMS, default_output, evaluate_flow, validate
+
+    systems = list(args.system or DEFAULT_SYSTEMS)
+    if args.baseline:
+        systems = [args.baseline] + [s for s in systems if s != args.baseline]
+    metrics = list(args.metric or DEFAULT_METRICS)
+    validate(args.dataset, systems, metrics)  # before Prefect starts: bad names fail in a second
+    output = args.output or str(default_output(args.dataset))
+    document = evaluate_flow(dataset=args.dataset, systems=systems, metrics=metrics,
+                             split=args.split, depth=args.depth, output=output, latency_runs=args.latency_runs)
+    print()
+    print(_metrics_table(document))
+    print(f"\nresults: {output}/ (metrics.json, per_query.parquet, runs/, report.md)")
+    return 0
+
+
+def _metrics_table(document: dict[str, Any]) -> str:
+    measures = document["measures"]
+    width = max(len(s) for s in document["systems"]) if document["systems"] else 6
+    head = f"{'system':<{width}}  " + "  ".join(f"{m:>9}" for m in measures)
+    rows = [f"{s:<{width}}  " + "  ".join(f"{v[m]:>9.4f}" for m in measures) for s, v in document["systems"].items()]
+    ds = document["dataset"]
+    return f"{ds['name']} ({ds['split']}): {ds['queries']} judged queries\n" + "\n".join([head, *rows])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -114,10 +140,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base", help="trec-qrels: dataset whose corpus and queries the judgements refer to")
     p.add_argument("--grade-thresholds", help="zbench zELO scores: p thresholds for grades 3,2,1 (default 0.5,0.25,0.1)")
     p.set_defaults(func=cmd_datasets_import)
+    p = sub.add_parser("run", help="evaluate systems on a dataset (default: the demo dataset techdocs)")
+    p.add_argument("--dataset", default="techdocs", help="dataset name (default: techdocs)")
+    p.add_argument("--split", help="split (default: test; dev for MS MARCO)")
+    p.add_argument("--system", action="append", metavar="SPEC",
+                   help="system spec, repeatable (default: bm25, dense:minilm, hybrid:bm25+dense:minilm)")
+    p.add_argument("--metric", action="append", metavar="NAME", help="metric, repeatable (e.g. nDCG@10, R@100)")
+    p.add_argument("--baseline", metavar="SPEC", help="the system the others are compared with (default: the first)")
+    p.add_argument("--depth", type=int, default=100, help="hits per query (default 100, at most 1000)")
+    p.add_argument("--output", metavar="DIR", help="result folder (default: results/<dataset>)")
+    p.add_argument("--latency-runs", type=int, default=3, help="timed repetitions per query (0: skip latency)")
+    p.set_defaults(func=cmd_run)
     return parser
 
 
+QUIET_SERVICES = {  # no network here and no telemetry anywhere; a loaded machine needs a longer start-up
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
+    import os
+
+    for key, value in QUIET_SERVICES.items():
+        os.environ.setdefault(key, value)
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)

@@ -23,7 +23,7 @@ from tasks.schema import Dataset, InputError, UnknownNameError
 EMBEDDED = {"techdocs": DATASETS_DIR / "techdocs"}
 FORMATS = ("beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels")
 
-__all__ = ["FORMATS", "dataset_info", "default_split", "import_dataset", "list_datasets", "load_dataset"]
+__all__ = ["FORMATS", "check_name", "dataset_info", "default_split", "import_dataset", "list_datasets", "load_dataset"]
 
 
 def default_split(name: str) -> str:
@@ -44,11 +44,16 @@ def load_dataset(name: str, split: str | None = None) -> Dataset:
         return canonical.load_stored(name, split)
     if name.startswith("beir/"):
         return _load_beir(name, split)
-    if canonical.stored_splits(name):
-        raise UnknownNameError(f"dataset {name!r} has no split {split!r}; stored splits: "
-                               f"{', '.join(canonical.stored_splits(name))}")
-    raise UnknownNameError(f"unknown dataset {name!r}; valid names: {', '.join(_known_names())} "
-                           "(or import one: irflow datasets import PATH --format F --name NAME)")
+    check_name(name)
+    raise UnknownNameError(f"dataset {name!r} has no split {split!r}; stored splits: "
+                           f"{', '.join(canonical.stored_splits(name))}")
+
+
+def check_name(name: str) -> None:
+    """Raise :class:`UnknownNameError` listing the valid names unless ``name`` is a known dataset."""
+    if name not in EMBEDDED and name not in beir.catalog() and not canonical.stored_splits(name):
+        raise UnknownNameError(f"unknown dataset {name!r}; valid names: {', '.join(_known_names())} "
+                               "(or import one: irflow datasets import PATH --format F --name NAME)")
 
 
 def _known_names() -> list[str]:

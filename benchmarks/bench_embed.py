@@ -1,0 +1,117 @@
+"""Embedding throughput: bare ``SentenceTransformer.encode`` vs irflow's cached pipeline (cold cache).
+
+Both encode the same SciFact documents (``(title + " " + text).strip()``) with all-MiniLM-L6-v2,
+batch 32, normalised, in one process, alternating A B A B so drift (thermal, other load) hits
+both alike. The pipeline run includes everything ``embed_texts`` does on a cold cache: model
+identity, key, chunk plan, Parquet parts, ``_COMPLETE``. Model loading is timed separately
+(both sides load once). Target: pipeline docs/s >= 0.95 x bare docs/s.
+
+    python benchmarks/bench_embed.py [--docs 1000] [--rounds 2]
+
+Writes ``benchmarks/results/embed.json`` (atomically).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+import zipfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from tasks import embed  # noqa: E402
+from tasks.atomic import write_json  # noqa: E402
+
+SHARED = Path(os.environ.get("IRFLOW_SHARED_DIR") or ROOT.parent / "shared")
+
+
+def scifact_documents(n: int) -> tuple[list[str], list[str]]:
+    """The first ``n`` SciFact documents as (ids, embedded texts)."""
+    with zipfile.ZipFile(SHARED / "datasets" / "beir" / "scifact.zip") as zf:
+        lines = zf.read("scifact/corpus.jsonl").decode("utf-8").split("\n")
+    docs = [json.loads(line) for line in lines if line][:n]
+    return [str(d["_id"]) for d in docs], [(d["title"] + " " + d["text"]).strip() for d in docs]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--docs", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=2, help="A B pairs (default 2: A B A B)")
+    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "embed.json")
+    args = parser.parse_args()
+
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    ids, texts = scifact_documents(args.docs)
+    model = embed.resolve_model("minilm")
+
+    start = time.perf_counter()
+    bare_model = SentenceTransformer(model.path)
+    load_bare = time.perf_counter() - start
+    start = time.perf_counter()
+    embed.load_sentence_transformer(model.path)
+    load_pipeline = time.perf_counter() - start
+    for m in (bare_model, embed.load_sentence_transformer(model.path)):  # warm-up: first-call allocations
+        m.encode(texts[:32], batch_size=32, normalize_embeddings=True)
+
+    def bare() -> np.ndarray:
+        return bare_model.encode(texts, batch_size=32, normalize_embeddings=True)
+
+    scratch = tempfile.TemporaryDirectory()
+
+    def pipeline() -> np.ndarray:
+        os.environ["IRFLOW_CACHE_DIR"] = tempfile.mkdtemp(dir=scratch.name)  # cold cache every round
+        result = embed.embed_texts(ids, texts, model, role="document", batch_size=32)
+        assert result.encoded == len(texts) and result.from_cache == 0
+        return result.vectors
+
+    rounds = []
+    for r in range(args.rounds):
+        for name, run in (("bare", bare), ("pipeline", pipeline)):
+            start = time.perf_counter()
+            vectors = run()
+            seconds = time.perf_counter() - start
+            rounds.append({"round": r, "side": name, "seconds": round(seconds, 3),
+                           "docs_per_s": round(len(texts) / seconds, 2)})
+            print(f"round {r} {name:8s} {seconds:7.2f} s  {len(texts) / seconds:6.2f} docs/s", flush=True)
+            if name == "bare":
+                reference = vectors
+            else:
+                np.testing.assert_allclose(vectors, reference, atol=1e-5)
+
+    def rate(side: str) -> float:
+        total = sum(r["seconds"] for r in rounds if r["side"] == side)
+        return len(texts) * args.rounds / total
+
+    scratch.cleanup()
+    ratio = rate("pipeline") / rate("bare")
+    result = {
+        "benchmark": "embed throughput, bare SentenceTransformer.encode vs irflow embed_texts (cold cache)",
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "model": model.name, "model_path": model.path, "texts": len(texts),
+        "mean_chars": round(float(np.mean([len(t) for t in texts])), 1),
+        "batch_size": 32, "chunk_size": embed.CHUNK_SIZE, "rounds": rounds,
+        "bare_docs_per_s": round(rate("bare"), 2), "pipeline_docs_per_s": round(rate("pipeline"), 2),
+        "ratio": round(ratio, 4), "target_ratio": 0.95, "meets_target": ratio >= 0.95,
+        "model_load_seconds": {"bare": round(load_bare, 3), "pipeline": round(load_pipeline, 3)},
+        "torch_threads": torch.get_num_threads(), "cpus": os.cpu_count(),
+        "python": platform.python_version(), "torch": torch.__version__,
+    }
+    write_json(args.output, result)
+    print(f"bare {result['bare_docs_per_s']} docs/s, pipeline {result['pipeline_docs_per_s']} docs/s, "
+          f"ratio {result['ratio']} (target >= 0.95) -> {args.output}")
+
+
+if __name__ == "__main__":
+    main()

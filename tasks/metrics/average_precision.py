@@ -1,0 +1,39 @@
+"""AP@k — average precision (trec_eval ``map_cut``; uncut ``AP`` is trec_eval ``map``).
+
+    AP@k = (1 / |relevant|) * sum_{i <= k, doc i relevant} P@i          (0 when |relevant| = 0)
+
+The denominator is the number of judged relevant documents of the query, not min(k, |relevant|)
+(trec_eval's ``map_cut``; Buckley & Voorhees, SIGIR 2000). Its mean is MAP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ._core import Ranking
+from ._family import one_measure, rel_of, safe_div
+from .measures import Measure
+
+FAMILY = "AP"
+
+
+def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int) -> list[np.ndarray]:
+    """Average precision of every query for each measure."""
+    out = []
+    sums: dict[int, np.ndarray] = {}
+    ranks = np.arange(1, ranking.depth + 1, dtype=np.float64)
+    for m in measures:
+        rel = rel_of(m, relevance_level)
+        if rel not in sums:
+            prec = ranking.relevant_cumsum(rel) / ranks
+            sums[rel] = np.cumsum(np.where(ranking.relevant(rel), prec, 0.0), axis=1)
+        out.append(safe_div(sums[rel][:, ranking.column(m.cutoff)], ranking.num_rel(rel)))
+    return out
+
+
+def average_precision(run: pd.DataFrame, qrels: pd.DataFrame, k: int | None = None, *, rel: int = 1) -> pd.Series:
+    """Per-query AP@k (k=None: uncut, trec_eval map), indexed by query_id."""
+    return one_measure(Measure(FAMILY, k, rel=rel), run, qrels, 1)
