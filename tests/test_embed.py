@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from _scifact import requires_scifact, scifact
+from _scifact import scifact
 from tasks import embed
 from tasks.schema import Dataset, UnknownNameError
 from tasks.systems import DenseSpec
@@ -109,11 +109,32 @@ def test_model_identity_hashes_weights_and_configs(minilm, tmp_path):
     assert pinned.identity == f"hf:org/name@{'a' * 40}"
 
 
+def test_hugging_face_names_resolve_from_the_hub_cache(minilm, tmp_path):
+    """A Hugging Face name found in the local hub cache resolves (pinned to its commit) without a
+    network; one that is nowhere raises DownloadError. Run in a subprocess: HF_HOME is read at import."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hf" / "hub" / "models--irflow-test--tiny"
+    shutil.copytree(minilm.path, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    code = textwrap.dedent("""
+        from tasks import embed
+        m = embed.resolve_model("irflow-test/tiny")
+        print(m.name, m.revision, m.identity, sep="\\n")
+        try:
+            embed.resolve_model("irflow-test/absent")
+        except embed.DownloadError as err:
+            print(type(err).__name__)
+    """)
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["irflow-test/tiny", commit, f"hf:irflow-test/tiny@{commit}", "DownloadError"]
+
+
 # --- the cache ----------------------------------------------------------------------------------
 
 
 @pytest.mark.shared
-@requires_scifact
 def test_second_encode_reads_the_cache(docs, minilm, reference):
     first = embed.embed_texts(*docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK)
     before = embed.ENCODE_STATS["encoded"]
@@ -134,7 +155,6 @@ def test_second_encode_reads_the_cache(docs, minilm, reference):
 
 
 @pytest.mark.shared
-@requires_scifact
 def test_prompt_and_max_seq_length_change_the_key(docs, minilm, reference):
     ids, texts = docs[0][:40], docs[1][:40]
     base = embed.embed_texts(ids, texts, minilm, role="document", max_seq_length=SEQ)
@@ -148,7 +168,6 @@ def test_prompt_and_max_seq_length_change_the_key(docs, minilm, reference):
 
 
 @pytest.mark.shared
-@requires_scifact
 def test_killed_encode_resumes_from_finished_chunks(docs, minilm, reference, tmp_path):
     """A real process is SIGKILLed right after its first part is written; the rerun encodes only the rest."""
     texts_file = tmp_path / "docs.json"
@@ -175,7 +194,6 @@ def test_killed_encode_resumes_from_finished_chunks(docs, minilm, reference, tmp
 
 
 @pytest.mark.shared
-@requires_scifact
 def test_interrupted_by_exception_resumes(docs, minilm, reference):
     class Stop(Exception):
         pass
@@ -192,7 +210,6 @@ def test_interrupted_by_exception_resumes(docs, minilm, reference):
 
 
 @pytest.mark.shared
-@requires_scifact
 def test_garbage_or_foreign_parts_are_never_trusted(docs, minilm, reference):
     key_dir = Path(os.environ["IRFLOW_CACHE_DIR"]) / "embeddings" / reference.key
     shutil.copytree(reference.path, key_dir)  # a complete cache ...
@@ -209,7 +226,6 @@ def test_garbage_or_foreign_parts_are_never_trusted(docs, minilm, reference):
 
 
 @pytest.mark.shared
-@requires_scifact
 def test_encode_chunks_shards_share_one_cache(docs, minilm, reference):
     """Disjoint chunk ranges encoded separately (as Dask workers would) assemble into the same vectors."""
     key_dir = Path(os.environ["IRFLOW_CACHE_DIR"]) / "embeddings" / reference.key
@@ -220,13 +236,15 @@ def test_encode_chunks_shards_share_one_cache(docs, minilm, reference):
     merged = embed.embed_texts(*docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK)
     assert merged.encoded == 0 and merged.key == reference.key
     np.testing.assert_array_equal(merged.vectors, reference.vectors)
+    ids, vectors = embed.load_embeddings(key_dir)  # by key alone: part order, same pairs
+    row = {doc_id: i for i, doc_id in enumerate(reference.ids)}
+    np.testing.assert_array_equal(vectors, reference.vectors[[row[i] for i in ids]])
 
 
 # --- search and scoring -----------------------------------------------------------------------
 
 
 @pytest.mark.shared
-@requires_scifact
 def test_dense_search_finds_the_judged_documents(docs):
     dataset = scifact(200)
     spec = DenseSpec(model="minilm", max_seq_length=SEQ)
@@ -246,7 +264,6 @@ def test_dense_search_finds_the_judged_documents(docs):
 
 
 @pytest.mark.shared
-@requires_scifact
 def test_dense_search_drops_self_hits_when_asked(docs):
     dataset = scifact(200)
     # queries whose id and text are a document's: each would retrieve itself first
@@ -259,7 +276,6 @@ def test_dense_search_drops_self_hits_when_asked(docs):
 
 
 @pytest.mark.shared
-@requires_scifact
 def test_score_pairs_bi_encoder_is_cosine(docs, minilm, reference):
     query = "Vitamin D deficiency and bone density"
     scores = embed.score_pairs("minilm", query, docs[1][:5])
@@ -295,7 +311,6 @@ def test_score_pairs_uses_a_cross_encoder_when_the_model_is_one(minilm, tmp_path
 
 @pytest.mark.slow
 @pytest.mark.shared
-@requires_scifact
 def test_scifact_minilm_ndcg10_matches_mteb():
     """all-MiniLM-L6-v2 on SciFact test: nDCG@10 = 0.6451 (MTEB) within ±0.005; ~5 min on 2 cores."""
     pytrec_eval = pytest.importorskip("pytrec_eval")

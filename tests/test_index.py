@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from _scifact import requires_scifact, scifact
+from _scifact import scifact
 from tasks import embed
 from tasks.index import build_index, resolve_params
 from tasks.schema import InputError, UnknownNameError
@@ -31,7 +31,6 @@ def _brute_force(docs: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndar
 
 
 @pytest.mark.shared
-@requires_scifact
 def test_flat_equals_numpy_brute_force(vectors):
     docs, queries = vectors
     index = build_index(docs)
@@ -43,7 +42,6 @@ def test_flat_equals_numpy_brute_force(vectors):
 
 
 @pytest.mark.shared
-@requires_scifact
 def test_hnsw_recall_against_flat_and_params_recorded(vectors, tmp_path):
     docs, queries = vectors
     _, exact = build_index(docs).search(queries, 10)
@@ -57,7 +55,6 @@ def test_hnsw_recall_against_flat_and_params_recorded(vectors, tmp_path):
 
 
 @pytest.mark.shared
-@requires_scifact
 def test_index_cache_is_reused_and_keyed_on_build_params(vectors, tmp_path):
     docs, queries = vectors
     first = build_index(docs, "hnsw", {"M": 16}, cache_dir=tmp_path)
@@ -73,7 +70,6 @@ def test_index_cache_is_reused_and_keyed_on_build_params(vectors, tmp_path):
 
 
 @pytest.mark.shared
-@requires_scifact
 @pytest.mark.parametrize("kind, params", [("ivf", {"nlist": 8, "nprobe": 8}),
                                           ("ivfpq", {"nlist": 4, "nprobe": 4, "m": 48, "nbits": 6})])
 def test_ivf_builds_are_deterministic_and_accurate(vectors, tmp_path, kind, params):
