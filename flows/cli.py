@@ -84,19 +84,19 @@ def cmd_datasets_import(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from flows.evaluate import DEFAULT_METRICS, DEFAULT_SYSTEMS, default_output, evaluate_flow, validate
+    from flows.evaluate import DEFAULT_METRICS, DEFAULT_SYSTEMS, default_output, validate
+    from flows.tracking_cli import configure_run
 
     systems = list(args.system or DEFAULT_SYSTEMS)
-    if args.baseline:
-        systems = [args.baseline] + [s for s in systems if s != args.baseline]
     metrics = list(args.metric or DEFAULT_METRICS)
-    validate(args.dataset, systems, metrics)  # before Prefect starts: bad names fail in a second
+    validate(args.dataset, [args.baseline, *systems] if args.baseline else systems, metrics)  # fails in a second
+    flow, extra = configure_run(args)  # checks the tracking store before any stage
     output = args.output or str(default_output(args.dataset))
-    document = evaluate_flow(dataset=args.dataset, systems=systems, metrics=metrics,
-                             split=args.split, depth=args.depth, output=output, latency_runs=args.latency_runs)
+    document = flow(dataset=args.dataset, systems=systems, metrics=metrics, split=args.split, depth=args.depth,
+                    output=output, latency_runs=args.latency_runs, baseline=args.baseline, **extra)
     print()
     print(_metrics_table(document))
-    print(f"\nresults: {output}/ (metrics.json, per_query.parquet, runs/, report.md)")
+    print(f"\nresults: {output}/ (metrics.json, per_query.parquet, runs/, report.md, plots/)")
     return 0
 
 
@@ -151,6 +151,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="DIR", help="result folder (default: results/<dataset>)")
     p.add_argument("--latency-runs", type=int, default=3, help="timed repetitions per query (0: skip latency)")
     p.set_defaults(func=cmd_run)
+
+    from flows.annotate import add_annotate_parser
+    from flows.report_cli import add_report_parser
+    from flows.tracking_cli import add_orchestration_parsers, add_run_options
+
+    add_run_options(p)
+    add_report_parser(sub)
+    add_orchestration_parsers(sub)
+    add_annotate_parser(sub)
     return parser
 
 

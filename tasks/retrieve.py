@@ -54,6 +54,7 @@ class LatencyReport:
     queries_per_second: float
     index_build_seconds: float
     documents_per_second: float | None
+    samples_ms: tuple[float, ...] = ()
     info: dict[str, Any] = field(default_factory=dict)
 
 
@@ -105,7 +106,8 @@ def measure_latency(dataset: Dataset, system: str | SystemSpec, *, depth: int = 
         p50_ms=float(p50), p95_ms=float(p95), p99_ms=float(p99), mean_ms=float(ms.mean()),
         queries_per_second=float(len(ms) / (ms.sum() / 1000.0)),
         index_build_seconds=float(sum(leaf.get("index_build_seconds", 0.0) for leaf in leaves)),
-        documents_per_second=float(min(rates)) if rates else None, info=searcher.info)
+        documents_per_second=float(min(rates)) if rates else None,
+        samples_ms=tuple(float(round(x, 4)) for x in ms), info=searcher.info)
 
 
 def _leaves(info: dict[str, Any]) -> Any:

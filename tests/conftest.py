@@ -8,12 +8,21 @@ from __future__ import annotations
 
 import http.server
 import os
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
 
 import pytest
+
+# Prefect reads its settings at import: give it a temporary home before any test module imports it, so
+# nothing lands in ~/.prefect, and use its ephemeral server (never a developer's PREFECT_API_URL).
+os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="irflow-test-prefect-")
+os.environ.pop("PREFECT_API_URL", None)
+for _key, _value in {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "MLFLOW_DISABLE_TELEMETRY": "true",
+                     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90"}.items():
+    os.environ.setdefault(_key, _value)
 
 SHARED_DIR = Path(os.environ.get("IRFLOW_SHARED_DIR") or Path(__file__).resolve().parents[2] / "shared")
 BEIR_DIR = SHARED_DIR / "datasets" / "beir"
@@ -35,6 +44,29 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     path = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("IRFLOW_CACHE_DIR", str(path))
     return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_ephemeral_prefect() -> Iterator[None]:
+    """Stop Prefect's ephemeral server (if a test started one) while pytest's streams are still open."""
+    yield
+    import sys
+
+    if "prefect.server.api.server" in sys.modules:
+        from prefect.logging.handlers import APILogWorker
+        from prefect.server.api.server import SubprocessASGIServer
+
+        APILogWorker.drain_all(timeout=10)  # send the last logs while the server still listens
+        for server in list(SubprocessASGIServer._instances.values()):
+            server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_tracking(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test logs to its own MLflow store (SQLite, artifacts beside it), never the project's mlruns/."""
+    uri = f"sqlite:///{tmp_path_factory.mktemp('mlruns') / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    return uri
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,285 @@
+"""The OpenAI-compatible LLM judge against a local chat server that answers from hidden truth:
+parsing, swaps undone, a 429 retried, a malformed answer counted as missing; kill and resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tasks.annotate.candidates import Texts
+from tasks.annotate.judges import JudgeSetupError, make_judge, parse_answer, parse_judge
+from tasks.annotate.pairs import make_pairs
+from tasks.annotate.pipeline import AnnotateConfig, estimate, judge, plan
+from tasks.annotate.runner import run_judges
+from tasks.annotate.store import VoteStore, read_votes
+from tasks.schema import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "sk-test-DO-NOT-LEAK-1234"
+BATTLE = re.compile(r"Document A:\n(?P<a>.*?)\n\nDocument B:\n(?P<b>.*?)\n\nWhich document", re.S)
+
+
+class FakeChat:
+    """A /v1/chat/completions server on 127.0.0.1. Each document's text starts with its id; the answer is
+    ``clip(strength(B) - strength(A))`` of the documents in the order shown, fenced as models often do."""
+
+    def __init__(self, strength: dict[str, float]) -> None:
+        self.strength = strength
+        self.rate_limited = 0  # answer the next N requests with 429
+        self.malformed: set[frozenset[str]] = set()  # battles answered with prose, not JSON
+        self.hang_after: int | None = None  # answers beyond this many block until ``gate`` opens
+        self.gate = threading.Event()
+        self.requests = 0
+        self.answered = 0
+        self.shown: list[tuple[str, str]] = []
+        self.auth: set[str] = set()
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                status, payload, headers = outer.answer(self.path, self.headers.get("Authorization"), body)
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    for key, value in {**headers, "Content-Type": "application/json"}.items():
+                        self.send_header(key, value)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the client was killed while this request hung
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def answer(self, path: str, auth: str | None, body: dict) -> tuple[int, dict, dict[str, str]]:
+        with self.lock:
+            self.requests += 1
+            if auth:
+                self.auth.add(auth)
+            if self.rate_limited:
+                self.rate_limited -= 1
+                return 429, {"error": {"message": "slow down"}}, {"Retry-After": "0"}
+            self.answered += 1
+            hang = self.hang_after is not None and self.answered > self.hang_after
+        if hang:
+            self.gate.wait(timeout=120)
+        assert path == "/v1/chat/completions" and body["model"] == "sim" and body["temperature"] == 0
+        match = BATTLE.search(body["messages"][1]["content"])
+        a, b = match["a"].split(":")[0], match["b"].split(":")[0]
+        with self.lock:
+            self.shown.append((a, b))
+        if frozenset((a, b)) in self.malformed:
+            content = "Document B, clearly."
+        else:
+            score = float(np.clip(self.strength[b] - self.strength[a], -1, 1))
+            content = "```json\n" + json.dumps({"reasoning": f"{b} vs {a}", "score": score}) + "\n```"
+        return 200, {"choices": [{"message": {"role": "assistant", "content": content}}]}, {}
+
+    def stop(self) -> None:
+        self.gate.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def corpus(n_queries: int, k: int, seed: int = 3) -> tuple[pd.DataFrame, Texts, dict[str, float]]:
+    rng = np.random.default_rng(seed)
+    cands = pd.DataFrame([(f"q{q}", f"q{q}d{i}", i + 1) for q in range(n_queries) for i in range(k)],
+                         columns=["query_id", "doc_id", "rank"])
+    strength = {d: float(s) for d, s in zip(cands["doc_id"], rng.uniform(-2, 2, len(cands)))}
+    texts = Texts({q: f"what is {q}?" for q in cands["query_id"]}, {d: f"{d}: text of {d}" for d in cands["doc_id"]})
+    return cands, texts, strength
+
+
+@pytest.fixture
+def chat() -> Iterator[type[FakeChat]]:
+    servers: list[FakeChat] = []
+
+    def start(strength: dict[str, float]) -> FakeChat:
+        servers.append(FakeChat(strength))
+        return servers[-1]
+
+    yield start  # type: ignore[misc]
+    for server in servers:
+        server.stop()
+
+
+def test_prompt_changes_bump_its_version() -> None:
+    from tasks.annotate.judges import PROMPT_SHA256, PROMPT_VERSION
+
+    # Votes are resumed per (judge, version): edit the prompt -> bump PROMPT_VERSION, then update this pin.
+    assert (PROMPT_VERSION, PROMPT_SHA256) == (
+        "pairwise-v1", "0fda18f3e864c729a36f557783fea1f629d3409742bf4bd1ad143832a51e345f")
+
+
+def test_answers_parse_with_fences_and_fail_clearly() -> None:
+    assert parse_answer('```json\n{"reasoning": "A answers it", "score": -0.8}\n```').score == -0.8
+    assert parse_answer('Sure! {"score": 1, "reasoning": "B"} Hope that helps.').reasoning == "B"
+    for bad in ["B is better", '{"score": 1.5}', '{"reasoning": "no score"}', '{"score": NaN}', ""]:
+        with pytest.raises(ValueError):
+            parse_answer(bad)
+    with pytest.raises(InputError):
+        parse_judge("openai(colour=red):gpt-4o-mini")
+    with pytest.raises(KeyError):
+        parse_judge("oracle:gpt")
+
+
+def test_llm_judge_swaps_retries_and_counts_malformed_answers(chat, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    cands, texts, strength = corpus(n_queries=3, k=6)
+    server = chat(strength)
+    pairs = make_pairs(cands, cycles=2, seed=5)
+    first = pairs.iloc[0]
+    server.malformed.add(frozenset((first["doc_a"], first["doc_b"])))
+    server.rate_limited = 1
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    llm = make_judge(f"openai(concurrency=3,backoff=0.01,name=sim):sim@{server.url}")
+    with VoteStore(tmp_path / "votes.jsonl") as store, caplog.at_level("DEBUG"):
+        stats = run_judges(pairs, texts, [llm], store, seed=11)
+
+    assert server.requests == len(pairs) + 1 and stats.retries["sim"] == 1  # the 429 was retried
+    assert stats.calls["sim"] == len(pairs) and stats.missing["sim"] == 1
+    assert server.auth == {f"Bearer {SECRET}"}
+    votes = read_votes(tmp_path / "votes.jsonl").set_index("pair_id")
+    broken = votes.loc[first["pair_id"]]
+    assert np.isnan(broken["score"]) and "no JSON object" in broken["error"]  # missing, not a silent 0
+    valid = votes.drop(first["pair_id"])
+    assert valid["score"].notna().all() and 0 < valid["swapped"].sum() < len(valid)
+    truth = np.clip([strength[b] - strength[a] for a, b in zip(valid["doc_a"], valid["doc_b"])], -1, 1)
+    assert np.allclose(valid["score"], truth)  # swaps undone: every score is in the pair's own order
+    assert np.allclose(valid["raw_score"], np.where(valid["swapped"], -truth, truth))  # ... as the judge answered
+    shown = dict(zip(map(frozenset, server.shown), server.shown))
+    for _, row in valid.iterrows():
+        assert shown[frozenset((row["doc_a"], row["doc_b"]))] == ((row["doc_b"], row["doc_a"]) if row["swapped"]
+                                                                  else (row["doc_a"], row["doc_b"]))
+    assert f"missing vote: judge sim, pair {first['pair_id']}" in caplog.text  # logged, with the reason
+    assert SECRET not in (tmp_path / "votes.jsonl").read_text() and SECRET not in caplog.text
+
+    # a rerun asks again only for the missing vote
+    before = server.requests
+    with VoteStore(tmp_path / "votes.jsonl") as store:
+        again = run_judges(pairs, texts, [llm], store, seed=11)
+    assert server.requests - before == 1 and again.skipped == len(pairs) - 1 and again.missing["sim"] == 1
+
+
+def test_judges_fail_before_any_call_without_key_or_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(JudgeSetupError, match="OPENAI_API_KEY"):
+        make_judge("openai:gpt-4o-mini").prepare()  # the official API needs a key; a local server does not
+    make_judge("openai:llama3@http://127.0.0.1:9/v1").prepare()
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # as if the optional extra were not installed
+    with pytest.raises(JudgeSetupError, match=r"irflow\[anthropic\]"):
+        make_judge("anthropic:claude-sonnet-4").prepare()
+
+
+def write_query_documents(path: Path, cands: pd.DataFrame, texts: Texts) -> Path:
+    with open(path, "w") as fh:
+        for qid, group in cands.groupby("query_id"):
+            documents = [{"id": d, "content": texts.documents[d]} for d in group["doc_id"]]
+            fh.write(json.dumps({"query": {"id": qid, "query": texts.queries[qid]}, "documents": documents}) + "\n")
+    return path
+
+
+def test_killed_annotation_resumes_with_exactly_the_remaining_calls(chat, tmp_path: Path) -> None:
+    from tasks.ingest import import_dataset
+
+    cands, texts, strength = corpus(n_queries=2, k=6)
+    import_dataset(write_query_documents(tmp_path / "docs.jsonl", cands, texts), "zbench", "zb-kill")
+    server = chat(strength)
+    done_before_kill = 7
+    server.hang_after = done_before_kill
+    out = tmp_path / "annotation"
+    spec = f"openai(concurrency=1,max_retries=0,name=sim):sim@{server.url}"
+    script = ("import sys\nfrom tasks.annotate.pipeline import AnnotateConfig, plan, judge\n"
+              "judge(plan(AnnotateConfig(dataset='zb-kill', output=sys.argv[1], k=None, judges=(sys.argv[2],))))\n")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(out), spec], cwd=ROOT, env=os.environ.copy(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while server.requests <= done_before_kill and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert server.requests == done_before_kill + 1, proc.stdout.read().decode() if proc.poll() is not None else ""
+        time.sleep(0.3)  # the process now waits on its one call in flight
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    server.gate.set()
+    assert len(read_votes(out / "votes.jsonl")) == done_before_kill  # every answered call was stored
+
+    p = plan(AnnotateConfig(dataset="zb-kill", output=str(out), k=None, judges=(spec,)))
+    total = len(p.pairs)
+    assert estimate(p).calls == total - done_before_kill  # the dry-run estimate knows what is left
+    server.hang_after, before = None, server.requests
+    stats = judge(p)
+    assert server.requests - before == total - done_before_kill  # exactly the remaining calls
+    assert stats.skipped == done_before_kill and not stats.missing
+    votes = read_votes(out / "votes.jsonl")
+    assert len(votes) == total and votes["score"].notna().all() and set(votes["pair_id"]) == set(p.pairs["pair_id"])
+    third = judge(p)
+    assert not third.calls and server.requests - before == total - done_before_kill  # a third run calls nothing
+
+
+@pytest.mark.parametrize("kind, module", [("anthropic", "anthropic"), ("gemini", "google.genai")])
+def test_sdk_judges_against_a_local_server(kind: str, module: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs where the optional extra is installed (pip install 'irflow[anthropic]' / 'irflow[gemini]')."""
+    pytest.importorskip(module)
+    import asyncio
+
+    from tasks.annotate.judges import Battle
+
+    answer = json.dumps({"reasoning": "B answers it", "score": 0.75})
+    paths: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            paths.append(self.path)
+            if kind == "anthropic":
+                out = {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
+                       "content": [{"type": "text", "text": answer}], "stop_reason": "end_turn",
+                       "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5}}
+            else:
+                out = {"candidates": [{"content": {"role": "model", "parts": [{"text": answer}]},
+                                       "finishReason": "STOP"}]}
+            data = json.dumps(out).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("ANTHROPIC_API_KEY" if kind == "anthropic" else "GEMINI_API_KEY", SECRET)
+        judge = make_judge(f"{kind}(base_url=http://127.0.0.1:{server.server_address[1]}):model-x")
+        judge.prepare()
+        verdict = asyncio.run(judge.judge(Battle("q", "what?", "a", "doc a", "b", "doc b")))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert verdict.score == 0.75 and verdict.reasoning == "B answers it" and len(paths) == 1
