@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import signal
 import socket
 import statistics
@@ -183,6 +184,7 @@ def main() -> None:
         if server is not None:
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(timeout=60)
+        shutil.rmtree(work, ignore_errors=True)
 
     from tasks.atomic import write_json
 

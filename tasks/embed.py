@@ -398,6 +398,24 @@ def encode_chunks(key_dir: str | Path, ids: Sequence[str], texts: Sequence[str],
     return dict(stats)
 
 
+def texts_key(ids: Sequence[str], texts: Sequence[str], model: ResolvedModel, *, role: str, prompt: str,
+              max_seq_length: int | None, source: str | None = None,
+              text_recipe: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The cache key of embedding ``texts`` (and the payload it digests); ``prompt`` as resolved."""
+    payload = cache_key(source=source or _content_hash(ids, texts), model=model.identity, role=role,
+                        prompt=prompt, max_seq_length=max_seq_length,
+                        text=text_recipe or (DOCUMENT_TEXT if role == "document" else QUERY_TEXT))
+    return key_digest(payload), payload
+
+
+def corpus_key(dataset: Dataset, spec: DenseSpec) -> str:
+    """The cache key :func:`embed_corpus` uses for ``dataset`` under ``spec`` (for shard planners)."""
+    model = resolve_model(spec.model)
+    return texts_key(dataset.corpus["doc_id"].astype(str).tolist(), document_texts(dataset.corpus), model,
+                     role="document", prompt=model.prompt("document", spec.doc_prompt),
+                     max_seq_length=spec.max_seq_length)[0]
+
+
 def embed_texts(ids: Sequence[str], texts: Sequence[str], model: ResolvedModel | str, *, role: str,
                 prompt: str | None = None, max_seq_length: int | None = None, batch_size: int = 32,
                 source: str | None = None, text_recipe: str | None = None, chunk_size: int = CHUNK_SIZE,
@@ -414,10 +432,8 @@ def embed_texts(ids: Sequence[str], texts: Sequence[str], model: ResolvedModel |
     if len(ids) != len(texts):
         raise ValueError(f"{len(ids)} ids but {len(texts)} texts")
     prompt = model.prompt(role, prompt)
-    payload = cache_key(source=source or _content_hash(ids, texts), model=model.identity, role=role,
-                        prompt=prompt, max_seq_length=max_seq_length,
-                        text=text_recipe or (DOCUMENT_TEXT if role == "document" else QUERY_TEXT))
-    key = key_digest(payload)
+    key, payload = texts_key(ids, texts, model, role=role, prompt=prompt, max_seq_length=max_seq_length,
+                             source=source, text_recipe=text_recipe)
     key_dir = cache_dir() / "embeddings" / key
     if not (key_dir / "_key.json").is_file():
         write_json(key_dir / "_key.json", payload)

@@ -52,17 +52,8 @@ def dense_leaves(spec: SystemSpec) -> list[DenseSpec]:
 
 
 def corpus_job(dataset: Dataset, spec: DenseSpec) -> EmbedJob:
-    """The corpus encoding of ``spec`` on ``dataset``, keyed exactly as ``tasks.embed.embed_corpus`` keys it.
-
-    The source hash is ``tasks.embed``'s own (``_content_hash``: it has no public name yet);
-    ``encode_job`` checks that the key it planned is the key the encode used.
-    """
-    model = embed.resolve_model(spec.model)
-    source = embed._content_hash(dataset.corpus["doc_id"].astype(str).tolist(), embed.document_texts(dataset.corpus))
-    payload = embed.cache_key(source=source, model=model.identity, role="document",
-                              prompt=model.prompt("document", spec.doc_prompt), max_seq_length=spec.max_seq_length,
-                              text=embed.DOCUMENT_TEXT)
-    key = embed.key_digest(payload)
+    """The corpus encoding of ``spec`` on ``dataset``, keyed exactly as ``tasks.embed.embed_corpus`` keys it."""
+    key = embed.corpus_key(dataset, spec)
     chunks = -(-len(dataset.corpus) // embed.CHUNK_SIZE)
     return EmbedJob(str(spec), spec.model, key, cache_dir() / "embeddings" / key, chunks)
 

@@ -18,7 +18,7 @@ import pytest
 
 # Prefect reads its settings at import: give it a temporary home before any test module imports it, so
 # nothing lands in ~/.prefect, and use its ephemeral server (never a developer's PREFECT_API_URL).
-os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="irflow-test-prefect-")
+PREFECT_HOME = os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="irflow-test-prefect-")
 os.environ.pop("PREFECT_API_URL", None)
 for _key, _value in {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "MLFLOW_DISABLE_TELEMETRY": "true",
                      "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90"}.items():
@@ -48,7 +48,8 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
 
 @pytest.fixture(scope="session", autouse=True)
 def _stop_ephemeral_prefect() -> Iterator[None]:
-    """Stop Prefect's ephemeral server (if a test started one) while pytest's streams are still open."""
+    """Stop Prefect's ephemeral server (if a test started one) while pytest's streams are still open,
+    then remove the temporary PREFECT_HOME."""
     yield
     import sys
 
@@ -59,6 +60,9 @@ def _stop_ephemeral_prefect() -> Iterator[None]:
         APILogWorker.drain_all(timeout=10)  # send the last logs while the server still listens
         for server in list(SubprocessASGIServer._instances.values()):
             server.stop()
+    import shutil
+
+    shutil.rmtree(PREFECT_HOME, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
