@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from tasks import bm25  # noqa: E402
 from tasks.atomic import write_json  # noqa: E402
+from tasks.metrics import evaluate, mean  # noqa: E402
 from tasks.systems import BM25Spec, parse_system  # noqa: E402
 
 SHARED = Path(os.environ.get("IRFLOW_SHARED_DIR") or ROOT.parent / "shared") / "datasets" / "beir"
@@ -51,19 +52,9 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
     return statistics.median(times), result
 
 
-def ndcg_at_10(dataset: Any, run: Any) -> float | None:
-    try:
-        import pytrec_eval
-    except ImportError:
-        return None
-    qrels: dict[str, dict[str, int]] = {}
-    for q, d, r in dataset.qrels[["query_id", "doc_id", "relevance"]].itertuples(index=False):
-        qrels.setdefault(str(q), {})[str(d)] = int(r)
-    scored: dict[str, dict[str, float]] = {}
-    for q, d, s in run[["query_id", "doc_id", "score"]].itertuples(index=False):
-        scored.setdefault(q, {})[d] = float(s)
-    per_query = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"}).evaluate(scored)
-    return round(sum(per_query.get(q, {}).get("ndcg_cut_10", 0.0) for q in qrels) / len(qrels), 4)
+def ndcg_at_10(dataset: Any, run: Any) -> float:
+    """Mean nDCG@10 over every judged query, by irflow's trec_eval-exact metrics."""
+    return round(mean(evaluate(run, dataset.qrels, ["nDCG@10"]))["nDCG@10"], 4)
 
 
 def main() -> None:
