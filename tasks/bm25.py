@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -51,6 +52,64 @@ def tokenize(texts: Sequence[str], spec: BM25Spec, *, return_ids: bool = False) 
     stemmer = Stemmer.Stemmer("english") if spec.stemmer == "snowball" else None
     return bm25s.tokenize(list(texts), token_pattern=TOKEN_PATTERN, stopwords="en" if spec.stopwords == "en" else None,
                           stemmer=stemmer, return_ids=return_ids, show_progress=False)
+
+
+def build_scores(token_ids: Sequence[Sequence[int]], n_vocab: int, *, method: str, idf_method: str, k1: float,
+                 b: float, delta: float, dtype: str = "float32",
+                 int_dtype: str = "int32") -> tuple[dict[str, Any], np.ndarray | None]:
+    """bm25s's precomputed score matrix, built with whole-array numpy instead of a Python loop per document.
+
+    Column ``t`` of the (documents x vocabulary) CSC matrix holds, for every document ``d`` containing
+    term ``t``, ``idf(t) * tfc(tf(t, d), |d|)`` (minus the non-occurrence score for BM25L/BM25+, which
+    is returned too: bm25s adds it back per query term), with bm25s's own idf/tfc formulas evaluated
+    in the same dtypes, so the arrays equal what ``bm25s.BM25.build_index_from_ids`` computes, bit
+    for bit (tested).
+    """
+    from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
+
+    n_docs = len(token_ids)
+    lengths = np.fromiter(map(len, token_ids), dtype=np.int64, count=n_docs)
+    tokens = np.fromiter(itertools.chain.from_iterable(token_ids), dtype=np.int64, count=int(lengths.sum()))
+    docs = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
+    pairs, tf = np.unique(tokens * n_docs + docs, return_counts=True)  # sorted by (term, doc): CSC order
+    cols, rows = np.divmod(pairs, n_docs)
+    df = np.bincount(cols, minlength=n_vocab)
+    avg_len = lengths.mean()
+
+    # idf per distinct document frequency, by bm25s's scalar formula (a few hundred calls, not one per term)
+    idf_fn, tfc_fn = _select_idf_scorer(idf_method), _select_tfc_scorer(method)
+    seen = np.flatnonzero(df)
+    distinct, which = np.unique(df[seen], return_inverse=True)
+    idf64 = np.array([idf_fn(int(d), N=n_docs) for d in distinct], dtype=np.float64)[which]
+    idf = np.zeros(n_vocab, dtype=dtype)
+    idf[seen] = idf64
+
+    scores = idf[cols] * tfc_fn(tf_array=tf.astype(dtype), l_d=lengths[rows].astype(np.float64), l_avg=avg_len,
+                                k1=k1, b=b, delta=delta)
+    nonoccurrence = None
+    if method in ("bm25l", "bm25+"):  # these give a score for *not* containing a term; stored relative to it
+        nonoccurrence = np.zeros(n_vocab, dtype=dtype)
+        nonoccurrence[seen] = idf64 * tfc_fn(tf_array=0, l_d=avg_len, l_avg=avg_len, k1=k1, b=b, delta=delta)
+        scores = scores - nonoccurrence[cols]
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(np.bincount(cols, minlength=n_vocab), out=indptr[1:])
+    matrix = {"data": scores.astype(dtype), "indices": rows.astype(int_dtype), "indptr": indptr, "num_docs": n_docs}
+    return matrix, nonoccurrence
+
+
+def _engine(spec: BM25Spec) -> Any:
+    """A bm25s engine whose index build is :func:`build_scores` (bm25s documents the method as the override point)."""
+    import bm25s
+
+    class VectorisedBM25(bm25s.BM25):
+        def build_index_from_ids(self, unique_token_ids: list[int], corpus_token_ids: list[list[int]],
+                                 show_progress: bool = True, leave_progress: bool = False) -> dict[str, Any]:
+            matrix, self.nonoccurrence_array = build_scores(
+                corpus_token_ids, len(unique_token_ids), method=self.method, idf_method=self.idf_method,
+                k1=self.k1, b=self.b, delta=self.delta, dtype=self.dtype, int_dtype=self.int_dtype)
+            return matrix
+
+    return VectorisedBM25(k1=spec.k1, b=spec.b, method=spec.method)
 
 
 def document_texts(dataset: Dataset) -> list[str]:
@@ -176,10 +235,8 @@ def load_index(dataset: Dataset, spec: BM25Spec | str = BM25Spec()) -> BM25Index
 
 
 def _build(dataset: Dataset, spec: BM25Spec, doc_ids: np.ndarray, path: Path) -> BM25Index:
-    import bm25s
-
     start = time.perf_counter()
-    engine = bm25s.BM25(k1=spec.k1, b=spec.b, method=spec.method)
+    engine = _engine(spec)
     engine.index(tokenize(document_texts(dataset), spec, return_ids=True), show_progress=False)
     seconds = time.perf_counter() - start
     path.parent.mkdir(parents=True, exist_ok=True)
