@@ -1,12 +1,12 @@
 """Orchestration overhead: ``irflow run`` wall time minus the same stages called as plain functions.
 
 Both sides run as fresh processes (interpreter start and imports included) on warm caches (dataset,
-embeddings and BM25 index are built once beforehand), alternating A B A B so drift hits both
-alike. The plain side calls the stage functions the flow composes — ingest, embed, retrieve,
+embeddings and BM25 index are built once beforehand; Prefect's database is created by one unmeasured
+``irflow run``, as it is once per machine for a user), alternating A B A B so drift hits both alike. The plain side calls the stage functions the flow composes — ingest, embed, retrieve,
 latency, metrics, significance, report, MLflow logging — in one script; the orchestrated side is
-``irflow run`` with Prefect's ephemeral server (the default) and, with ``--server``, against a
-running ``prefect server start`` (``PREFECT_API_URL``), which removes the server start-up from
-every run. Goal: overhead under 10 s and under 15 % of the plain time.
+``irflow run`` with a temporary Prefect server (the default: started in the background as the
+command begins, see ``flows/prefect_api.py``) and, with ``--server``, against a running
+``prefect server start`` (``PREFECT_API_URL``), which removes the server start-up from every run. Goal: overhead under 10 s and under 15 % of the plain time.
 
     python benchmarks/bench_orchestration.py [--datasets techdocs beir/scifact] [--rounds 2] [--server]
 
@@ -155,6 +155,7 @@ def main() -> None:
             irflow_cmd = [sys.executable, "-m", "flows.cli", "run", "--dataset", dataset, *common,
                           "--output", str(work / "irflow")]
             _timed_process(plain_cmd, env)  # warm-up: builds every cache both sides read
+            _timed_process(irflow_cmd, env)  # warm-up: creates Prefect's database (once per PREFECT_HOME)
             sides: dict[str, list[float]] = {"plain": [], "irflow": [], "irflow_server": []}
             stages: list[dict[str, float]] = []
             load = [round(os.getloadavg()[0], 2)]

@@ -177,7 +177,7 @@ def add_annotate_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="DIR", help="annotation folder (default: results/annotate/<dataset>)")
     p.add_argument("--dry-run", action="store_true", help="print the calls and estimated cost, then stop")
     p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
-    p.set_defaults(func=cmd_annotate)
+    p.set_defaults(func=cmd_annotate, runs_flow=True)
     return p
 
 
@@ -203,6 +203,9 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     print(estimate.text())
     if args.dry_run:
         return 0
+    from flows import prefect_api
+
+    prefect_api.ready()
     summary = _annotate_flow()(
         dataset=dataset, output=output, split=args.split, system=args.system, k=args.k or None, queries=args.queries,
         judges=judges, cycles=args.cycles, seed=args.seed, ensemble=args.ensemble, prior=args.prior,

@@ -84,13 +84,15 @@ def cmd_datasets_import(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from flows import prefect_api
     from flows.evaluate import DEFAULT_METRICS, DEFAULT_SYSTEMS, default_output, validate
-    from flows.tracking_cli import configure_run
+    from flows.tracking_cli import configure_run, stage_libraries
 
     systems = list(args.system or DEFAULT_SYSTEMS)
     metrics = list(args.metric or DEFAULT_METRICS)
-    validate(args.dataset, [args.baseline, *systems] if args.baseline else systems, metrics)  # fails in a second
+    specs, _ = validate(args.dataset, [args.baseline, *systems] if args.baseline else systems, metrics)  # in a second
     flow, extra = configure_run(args)  # checks the tracking store before any stage
+    prefect_api.ready(*stage_libraries(specs))
     output = args.output or str(default_output(args.dataset))
     document = flow(dataset=args.dataset, systems=systems, metrics=metrics, split=args.split, depth=args.depth,
                     output=output, latency_runs=args.latency_runs, baseline=args.baseline, **extra)
@@ -150,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=int, default=100, help="hits per query (default 100, at most 1000)")
     p.add_argument("--output", metavar="DIR", help="result folder (default: results/<dataset>)")
     p.add_argument("--latency-runs", type=int, default=3, help="timed repetitions per query (0: skip latency)")
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_run, runs_flow=True)
 
     from flows.annotate import add_annotate_parser
     from flows.report_cli import add_report_parser
@@ -171,7 +173,15 @@ QUIET_SERVICES = {  # no network here and no telemetry anywhere; a loaded machin
 }
 
 
+def _prefect_api() -> Any:
+    """Start a temporary Prefect server now, so it is up by the time the flow starts (see flows.prefect_api)."""
+    from flows.prefect_api import prefect_api
+
+    return prefect_api()
+
+
 def main(argv: list[str] | None = None) -> int:
+    import contextlib
     import os
 
     for key, value in QUIET_SERVICES.items():
@@ -179,10 +189,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if not args.verbose:
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per Prefect API call otherwise
     from tasks.schema import IrflowError
 
     try:
-        return int(args.func(args) or 0)
+        with _prefect_api() if getattr(args, "runs_flow", False) and not getattr(args, "dry_run", False) \
+                else contextlib.nullcontext():
+            return int(args.func(args) or 0)
     except IrflowError as err:
         print(f"irflow: error: {err}", file=sys.stderr)
         return 2

@@ -34,40 +34,26 @@ def _runner_options(parser: argparse.ArgumentParser) -> None:
 def configure_run(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """The evaluate flow with the chosen task runner, and its extra keyword arguments.
 
-    The tracking store is checked here: an unreachable one fails before any stage. Meanwhile
-    Prefect's ephemeral server (when no PREFECT_API_URL is set) starts in the background.
+    The tracking store is checked here: an unreachable one fails before any stage.
     """
     from flows.evaluate import evaluate_flow
     from flows.stages import make_task_runner
     from tasks.tracking import TrackingOptions, check_tracking
 
-    starting = _start_ephemeral_prefect()
-    try:
-        track = not getattr(args, "no_track", False)
-        if track:
-            check_tracking()
-    finally:
-        if starting is not None:
-            starting.join()
+    track = not getattr(args, "no_track", False)
+    if track:
+        check_tracking()
     runner = make_task_runner(getattr(args, "task_runner", "default"), getattr(args, "scheduler", None))
     flow = evaluate_flow.with_options(task_runner=runner) if runner is not None else evaluate_flow
     return flow, {"seed": getattr(args, "seed", 0),
                   "tracking": TrackingOptions(enabled=track, experiment=getattr(args, "experiment", "irflow"))}
 
 
-def _start_ephemeral_prefect() -> Any:
-    """Start the ephemeral Prefect API in a thread (it takes seconds) unless a server is configured."""
-    import threading
+def stage_libraries(specs: list[str]) -> list[str]:
+    """Heavy libraries the stages of these systems import: loaded while a temporary Prefect server starts."""
+    from tasks.experiment import models_of
 
-    from prefect.settings import get_current_settings
-
-    if get_current_settings().api.url:
-        return None
-    from prefect.server.api.server import SubprocessASGIServer
-
-    thread = threading.Thread(target=SubprocessASGIServer().start, name="prefect-ephemeral-start", daemon=True)
-    thread.start()
-    return thread
+    return ["sentence_transformers"] if any(models_of(spec) for spec in specs) else []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,17 +61,14 @@ def _start_ephemeral_prefect() -> Any:
 
 
 def cmd_suite(args: argparse.Namespace) -> int:
+    from flows import prefect_api
     from flows.suite import nightly_flow, resolve_experiment, suite_flow
     from tasks.experiment import validate_experiment
     from tasks.tracking import check_tracking
 
-    starting = _start_ephemeral_prefect()
-    try:
-        validate_experiment(resolve_experiment(None, args.config))  # bad names fail before any stage
-        check_tracking()
-    finally:
-        if starting is not None:
-            starting.join()
+    experiment = validate_experiment(resolve_experiment(None, args.config))  # bad names fail before any stage
+    check_tracking()
+    prefect_api.ready(*stage_libraries(experiment.specs()))
     flow = nightly_flow if args.command == "nightly" else suite_flow
     result = flow(config=args.config, output=args.output, task_runner=args.task_runner, scheduler=args.scheduler)
     print(f"results: {result['output']}/ (suite.md, suite.json); MLflow run {result['mlflow_run_id']}")
@@ -160,7 +143,8 @@ def add_orchestration_parsers(subparsers: Any) -> None:
         p.add_argument("config", metavar="CONFIG", help="experiment YAML (see deployments/nightly.yaml)")
         p.add_argument("--output", metavar="DIR", help=f"result folder (default: results/{name}/<name>)")
         _runner_options(p)
-        p.set_defaults(func=cmd_suite)
+        p.set_defaults(func=cmd_suite, runs_flow=True)
 
 
-__all__ = ["add_orchestration_parsers", "add_run_options", "cmd_compare", "cmd_suite", "configure_run", "format_changes"]
+__all__ = ["add_orchestration_parsers", "add_run_options", "cmd_compare", "cmd_suite", "configure_run", "format_changes",
+           "stage_libraries"]
