@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from typing import IO
 
 from tasks.schema import IrflowError
 
-_ADDRESS_IN_USE = 3  # uvicorn's exit code when the port was taken between choosing and binding it
+_STARTUP_FAILURE = 3  # uvicorn's exit code when it cannot bind the port or the app fails to start
 
 
 class PrefectServerError(IrflowError):
@@ -34,13 +35,20 @@ class PrefectServerError(IrflowError):
 
 
 class TemporaryServer:
-    """Prefect's API in a subprocess on a free loopback port, started at construction."""
+    """Prefect's API in a subprocess on a free loopback port, started at construction.
+
+    A thread waits for it to answer and then sends it one API and one database request: the first
+    of each costs the server ~0.4 s, better spent while the command is still importing.
+    """
 
     def __init__(self) -> None:
         self._log: IO[bytes] = tempfile.TemporaryFile()
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
+        self._failure: str | None = None
         self._spawn()
+        self._started = threading.Thread(target=self._watch_start, name="prefect-server-start", daemon=True)
+        self._started.start()
 
     @property
     def api_url(self) -> str:
@@ -60,26 +68,38 @@ class TemporaryServer:
              "127.0.0.1", "--port", str(self.port), "--log-level", "error", "--lifespan", "on"],
             env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, start_new_session=True)
 
-    def wait(self, timeout: float) -> None:
-        """Block until the API answers ``/health``; raise with the server's output if it cannot start."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+    def _watch_start(self) -> None:
+        while True:
             assert self.process is not None
             code = self.process.poll()
-            if code == _ADDRESS_IN_USE:
+            if code == _STARTUP_FAILURE and not _port_free(self.port):  # taken between choosing and binding
                 self._spawn()
-                continue
-            if code is not None:
-                raise PrefectServerError(f"the temporary Prefect server exited with code {code}: {self._output()}")
-            try:
-                with urllib.request.urlopen(f"{self.api_url}/health", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                pass
+            elif code is not None:
+                self._failure = f"the temporary Prefect server exited with code {code}: {self._output()}"
+                return
+            elif self._request("/health"):
+                self._request("/admin/version")
+                self._request("/flows/filter", b"{}")
+                return
             time.sleep(0.05)
-        raise PrefectServerError(f"the temporary Prefect server did not answer within {timeout:.0f} s "
-                                 f"(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS): {self._output()}")
+
+    def _request(self, path: str, body: bytes | None = None) -> bool:
+        request = urllib.request.Request(f"{self.api_url}{path}", data=body,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    def wait(self, timeout: float) -> None:
+        """Block until the server answers (and is warm); raise with its output if it cannot start."""
+        self._started.join(timeout)
+        if self._failure:
+            raise PrefectServerError(self._failure)
+        if self._started.is_alive():
+            raise PrefectServerError(f"the temporary Prefect server did not answer within {timeout:.0f} s "
+                                     f"(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS): {self._output()}")
 
     def _output(self) -> str:
         self._log.seek(0)
@@ -96,6 +116,15 @@ class TemporaryServer:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         self._log.close()
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 _server: TemporaryServer | None = None
@@ -128,14 +157,20 @@ def ready(*preload: str) -> None:
 
     for module in preload:
         importlib.import_module(module)
-    if _server is None or _scope is None or os.environ.get("PREFECT_API_URL") == _server.api_url:
+    global _scope
+    if _server is None or _scope is None:  # no temporary server, or already pointed at it
         return
-    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings
+    from prefect.settings import (PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+                                  PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings)
 
     _server.wait(float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
-    _scope.enter_context(temporary_settings(updates={PREFECT_API_URL: _server.api_url}))
+    # Heartbeats let a lasting server notice a crashed run; this one ends with the command. (Prefect also
+    # joins its heartbeat thread at the end of every flow, which sleeps in whole seconds: ~0.5 s a run.)
+    _scope.enter_context(temporary_settings(updates={PREFECT_API_URL: _server.api_url,
+                                                     PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}))
     _scope.enter_context(_environment("PREFECT_API_URL", _server.api_url))  # for Dask workers and other children
     _scope.callback(_drain_prefect_workers)  # runs first on exit: before the settings and the server go
+    _scope = None
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +83,17 @@ def test_run_writes_results_that_trec_eval_confirms(env: dict[str, str], tmp_pat
                 assert got[q] == pytest.approx(expected.get(q, {}).get(key, 0.0), abs=1e-9)
     report = (out / "report.md").read_text()
     assert "techdocs" in report and "`bm25`" in report
+
+    # The run went through Prefect: the temporary server recorded the flow run and every stage in
+    # Prefect's database under PREFECT_HOME (what the UI shows once a server runs on it).
+    with sqlite3.connect(Path(env["PREFECT_HOME"]) / "prefect.db") as db:
+        flow_runs = db.execute("select flow_run.id, flow_run.state_type from flow_run join flow "
+                               "on flow.id = flow_run.flow_id where flow.name = 'evaluate'").fetchall()
+        assert [state for _, state in flow_runs] == ["COMPLETED"]
+        stages = db.execute("select name, state_type from task_run where flow_run_id = ?", (flow_runs[0][0],)).fetchall()
+    assert {state for _, state in stages} == {"COMPLETED"}
+    names = {name.split("-")[0] if name[-4:-3] == "-" else name for name, _ in stages}  # "ingest-1c0" -> "ingest"
+    assert {"ingest", "retrieve bm25", "metrics bm25", "latency bm25", "significance", "report", "track"} <= names
 
 
 @pytest.mark.parametrize("args, expected", [

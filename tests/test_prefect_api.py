@@ -1,0 +1,86 @@
+"""The temporary Prefect server a command starts (``flows/prefect_api.py``): Prefect's real API under
+uvicorn on a loopback port, used by real flow runs, stopped by its own process id."""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prefect import flow, task
+from prefect.cache_policies import NONE
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_DATABASE_CONNECTION_URL, get_current_settings, \
+    temporary_settings
+
+from flows import prefect_api
+
+
+@task(cache_policy=NONE)
+def double(x: int) -> int:
+    return 2 * x
+
+
+@flow(name="prefect-api-probe")
+def probe_flow(n: int) -> int:
+    return sum(double(i) for i in range(n))
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def test_command_scope_runs_flows_on_its_own_server_and_stops_it() -> None:
+    assert get_current_settings().api.url is None and "PREFECT_API_URL" not in os.environ
+    with prefect_api.prefect_api():
+        server = prefect_api._server
+        assert server is not None and server.process is not None and server.process.poll() is None
+        prefect_api.ready("json")
+        prefect_api.ready()  # idempotent
+        assert get_current_settings().api.url == os.environ["PREFECT_API_URL"] == server.api_url
+        assert get_current_settings().flows.heartbeat_frequency is None
+        state = probe_flow(3, return_state=True)
+        assert state.is_completed() and state.result() == 6
+        with get_client(sync_client=True) as client:
+            run = client.read_flow_run(state.state_details.flow_run_id)
+            assert run.state is not None and run.state.is_completed()
+            deadline = time.monotonic() + 30  # task runs are recorded from events, a moment later
+            while True:
+                task_runs = client.read_task_runs(
+                    flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id])))
+                if len(task_runs) == 3 and all(t.state and t.state.is_completed() for t in task_runs):
+                    break
+                assert time.monotonic() < deadline, f"task runs recorded: {task_runs}"
+                time.sleep(0.2)
+        pid, url = server.process.pid, server.api_url
+        assert _answers(url)
+    assert server.process is not None and server.process.poll() is not None, f"server {pid} still running"
+    assert not _answers(url)
+    assert get_current_settings().api.url is None and "PREFECT_API_URL" not in os.environ
+    assert prefect_api._server is None
+
+
+def test_a_configured_api_is_used_as_is() -> None:
+    with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}):
+        with prefect_api.prefect_api():
+            assert prefect_api._server is None
+            prefect_api.ready("json")
+            assert get_current_settings().api.url == "http://127.0.0.1:9/api"
+
+
+def test_a_server_that_cannot_start_fails_with_its_output(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the database folder should be")
+    database = f"sqlite+aiosqlite:///{blocker / 'prefect.db'}"
+    with temporary_settings({PREFECT_SERVER_DATABASE_CONNECTION_URL: database}):
+        with pytest.raises(prefect_api.PrefectServerError, match="exited with code") as failure:
+            with prefect_api.prefect_api():
+                prefect_api.ready()
+    assert "not-a-folder" in str(failure.value) or "database" in str(failure.value).lower()
