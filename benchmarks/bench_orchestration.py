@@ -124,6 +124,9 @@ def main() -> None:
 
     if args.plain:
         print(json.dumps(plain(args.plain, args.systems, args.metrics, args.latency_runs, args.out_dir)))
+        import gc
+
+        gc.freeze()  # exit as the irflow command does (flows.cli.entry_point), so both sides end alike
         return
 
     work = Path(tempfile.mkdtemp(prefix="irflow-bench-orch-"))

@@ -205,5 +205,20 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def entry_point() -> None:
+    """The ``irflow`` console command: :func:`main`, then a quick exit.
+
+    ``gc.freeze()`` moves every object alive at the end into the permanent generation, so the
+    interpreter's final garbage collections skip them: with torch, pandas, MLflow and Prefect loaded,
+    that cuts ~1.5 s of tear-down to ~0.2 s. atexit handlers (Prefect's log and event workers,
+    MLflow, logging) still run, and results are already written and closed by then.
+    """
+    import gc
+
+    code = main()
+    gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry_point()
