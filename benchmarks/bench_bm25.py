@@ -9,7 +9,8 @@ native form; rank-bm25 as the decoded token strings) and search through the same
              bm25s's own per-document build is timed beside it for reference
 * search     the 300-query search alone (queries/s)
 * end-to-end ``tasks.bm25.search`` from the dataset: tokenise + index (+ cache write) + search;
-             irflow cold (empty cache), irflow warm (cached index), rank-bm25 (never cached)
+             irflow cold (empty cache), tokens cached (a new k1/b on a tokenized corpus: a
+             parameter sweep), warm (cached index), rank-bm25 (never cached)
 
 Each timing is the median of ``--repeat`` runs. nDCG@10 of both is recorded as a sanity check.
 
@@ -108,7 +109,12 @@ def main() -> None:
             shutil.rmtree(Path(tmp) / "cache" / "bm25", ignore_errors=True)
             return bm25.search(dataset, fast_spec, DEPTH)
 
+        def new_parameters() -> Any:  # a k1/b sweep step: the corpus tokens are cached, the index is not
+            shutil.rmtree(Path(tmp) / "cache" / "bm25" / "index", ignore_errors=True)
+            return bm25.search(dataset, fast_spec, DEPTH)
+
         cold_s, _ = timed(cold, args.repeat)
+        sweep_s, _ = timed(new_parameters, args.repeat)
         warm_s, warm_run = timed(lambda: bm25.search(dataset, fast_spec, DEPTH), args.repeat)
         e2e_slow_s, _ = timed(lambda: bm25.search(dataset, slow_spec, DEPTH), args.repeat)
 
@@ -125,11 +131,13 @@ def main() -> None:
         "rank_bm25": {"index_seconds": round(slow_index_s, 4), "search_seconds": round(slow_search_s, 4),
                       "queries_per_second": round(n_queries / slow_search_s, 1),
                       "ndcg_at_10": ndcg_at_10(dataset, slow_run)},
-        "end_to_end_seconds": {"irflow_bm25s_cold": round(cold_s, 4), "irflow_bm25s_warm": round(warm_s, 4),
+        "end_to_end_seconds": {"irflow_bm25s_cold": round(cold_s, 4), "irflow_bm25s_tokens_cached": round(sweep_s, 4),
+                               "irflow_bm25s_warm": round(warm_s, 4),
                                "rank_bm25": round(e2e_slow_s, 4)},
         "speedup": {"core_index_plus_search": round(core_slow / core_fast, 1),
                     "search_only": round(slow_search_s / fast_search_s, 1),
                     "end_to_end_cold": round(e2e_slow_s / cold_s, 1),
+                    "end_to_end_tokens_cached": round(e2e_slow_s / sweep_s, 1),
                     "end_to_end_warm": round(e2e_slow_s / warm_s, 1)},
         "target": "core_index_plus_search >= 10",
         "repeat": args.repeat,
@@ -141,7 +149,7 @@ def main() -> None:
     sp = result["speedup"]
     print(f"bm25s vs rank-bm25 on SciFact: index+search {core_fast:.3f}s vs {core_slow:.3f}s "
           f"({sp['core_index_plus_search']}x); search only {sp['search_only']}x; "
-          f"end-to-end cold {sp['end_to_end_cold']}x, warm {sp['end_to_end_warm']}x -> {args.output}")
+          f"end-to-end cold {sp['end_to_end_cold']}x, new k1/b {sp['end_to_end_tokens_cached']}x, warm {sp['end_to_end_warm']}x -> {args.output}")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@
 Both backends see the same tokens: ``title + " " + text``, lower-cased, split on ``\\w\\w+``,
 English stopwords removed, Snowball English stems (PyStemmer) - the bm25s recipe behind the
 reference figures in STACK.md. The bm25s index is stored under
-``cache_dir()/bm25/<key>``, where the key hashes everything that changes the index (dataset
-fingerprint, backend, method, tokenizer, k1, b, this module's version), and is written into a
-temporary folder that is renamed into place, so a half-written index is never loaded.
+``cache_dir()/bm25/index/<key>``, where the key hashes everything that changes the index (dataset
+fingerprint, backend, method, tokenizer, k1, b, this module's version); the tokenized corpus under
+``cache_dir()/bm25/tokens/<key>`` (fingerprint and tokenizer only), so a k1/b sweep tokenizes once.
+Both are written into a temporary folder that is renamed into place, so a half-written one is never
+loaded. The index build itself is whole-array numpy (:func:`build_scores`), bit-identical to bm25s's.
 """
 
 from __future__ import annotations
@@ -54,7 +56,78 @@ def tokenize(texts: Sequence[str], spec: BM25Spec, *, return_ids: bool = False) 
                           stemmer=stemmer, return_ids=return_ids, show_progress=False)
 
 
-def build_scores(token_ids: Sequence[Sequence[int]], n_vocab: int, *, method: str, idf_method: str, k1: float,
+@dataclass
+class CorpusTokens:
+    """A tokenized corpus held as flat arrays, in the shape bm25s's ``index()`` accepts (``.ids``, ``.vocab``).
+
+    ``flat`` is the stem id of every kept token, document after document; ``lengths`` the tokens
+    per document. Cached on disk per dataset fingerprint and tokenizer, so another k1, b or method
+    on the same corpus rebuilds only the score matrix.
+    """
+
+    flat: np.ndarray
+    lengths: np.ndarray
+    vocab: dict[str, int]
+
+    @property
+    def ids(self) -> CorpusTokens:
+        return self  # bm25s hands ``corpus.ids`` to build_index_from_ids: that is build_scores's input
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    @classmethod
+    def from_lists(cls, ids: Sequence[Sequence[int]], vocab: dict[str, int]) -> CorpusTokens:
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lengths.sum()))
+        return cls(flat, lengths, dict(vocab))
+
+    def save(self, folder: Path) -> None:
+        np.save(folder / "flat.npy", self.flat)
+        np.save(folder / "lengths.npy", self.lengths)
+        write_json(folder / "vocab.json", self.vocab)
+
+    @classmethod
+    def load(cls, folder: Path) -> CorpusTokens:
+        vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+        return cls(np.load(folder / "flat.npy"), np.load(folder / "lengths.npy"), vocab)
+
+
+def tokens_key(dataset: Dataset, spec: BM25Spec) -> str:
+    """sha256 over what changes the corpus tokens (not k1, b or method); the name of their cache folder."""
+    identity = {"fingerprint": dataset.fingerprint, "code": BM25_CODE_VERSION, "bm25s": metadata.version("bm25s"),
+                "tokenizer": {"fields": "title text", "lower": True, "pattern": TOKEN_PATTERN,
+                              "stopwords": spec.stopwords, "stemmer": spec.stemmer}}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def corpus_tokens(dataset: Dataset, spec: BM25Spec) -> CorpusTokens:
+    """The dataset's corpus tokenized for ``spec``: from the cache, else tokenized and cached (atomically)."""
+    path = cache_dir() / "bm25" / "tokens" / tokens_key(dataset, spec)
+    if (path / "vocab.json").exists():
+        try:
+            tokens = CorpusTokens.load(path)
+            if len(tokens) == len(dataset.corpus) and int(tokens.lengths.sum()) == len(tokens.flat):
+                return tokens
+        except (OSError, ValueError) as exc:
+            log.warning("BM25 token cache %s unreadable (%s); tokenizing again", path, exc)
+        shutil.rmtree(path, ignore_errors=True)
+    tokenized = tokenize(document_texts(dataset), spec, return_ids=True)
+    tokens = CorpusTokens.from_lists(tokenized.ids, tokenized.vocab)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        tokens.save(tmp)
+        os.rename(tmp, path)  # atomic; fails if another process got there first, whose tokens are the same
+    except OSError:
+        if not (path / "vocab.json").exists():
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tokens
+
+
+def build_scores(tokens: CorpusTokens, n_vocab: int, *, method: str, idf_method: str, k1: float,
                  b: float, delta: float, dtype: str = "float32",
                  int_dtype: str = "int32") -> tuple[dict[str, Any], np.ndarray | None]:
     """bm25s's precomputed score matrix, built with whole-array numpy instead of a Python loop per document.
@@ -67,11 +140,9 @@ def build_scores(token_ids: Sequence[Sequence[int]], n_vocab: int, *, method: st
     """
     from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
 
-    n_docs = len(token_ids)
-    lengths = np.fromiter(map(len, token_ids), dtype=np.int64, count=n_docs)
-    tokens = np.fromiter(itertools.chain.from_iterable(token_ids), dtype=np.int64, count=int(lengths.sum()))
+    n_docs, lengths = len(tokens), tokens.lengths
     docs = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
-    pairs, tf = np.unique(tokens * n_docs + docs, return_counts=True)  # sorted by (term, doc): CSC order
+    pairs, tf = np.unique(tokens.flat.astype(np.int64) * n_docs + docs, return_counts=True)  # (term, doc) order
     cols, rows = np.divmod(pairs, n_docs)
     df = np.bincount(cols, minlength=n_vocab)
     avg_len = lengths.mean()
@@ -102,8 +173,10 @@ def _engine(spec: BM25Spec) -> Any:
     import bm25s
 
     class VectorisedBM25(bm25s.BM25):
-        def build_index_from_ids(self, unique_token_ids: list[int], corpus_token_ids: list[list[int]],
+        def build_index_from_ids(self, unique_token_ids: list[int], corpus_token_ids: Any,
                                  show_progress: bool = True, leave_progress: bool = False) -> dict[str, Any]:
+            if not isinstance(corpus_token_ids, CorpusTokens):
+                corpus_token_ids = CorpusTokens.from_lists(corpus_token_ids, {})
             matrix, self.nonoccurrence_array = build_scores(
                 corpus_token_ids, len(unique_token_ids), method=self.method, idf_method=self.idf_method,
                 k1=self.k1, b=self.b, delta=self.delta, dtype=self.dtype, int_dtype=self.int_dtype)
@@ -224,7 +297,7 @@ def load_index(dataset: Dataset, spec: BM25Spec | str = BM25Spec()) -> BM25Index
         seconds = time.perf_counter() - start
         return BM25Index(spec, doc_ids, engine, seconds, 0.0, cached=False)
 
-    path = cache_dir() / "bm25" / cache_key(dataset, spec)
+    path = cache_dir() / "bm25" / "index" / cache_key(dataset, spec)
     if (path / "meta.json").exists():
         try:
             return _load(path, spec, doc_ids)
@@ -237,7 +310,7 @@ def load_index(dataset: Dataset, spec: BM25Spec | str = BM25Spec()) -> BM25Index
 def _build(dataset: Dataset, spec: BM25Spec, doc_ids: np.ndarray, path: Path) -> BM25Index:
     start = time.perf_counter()
     engine = _engine(spec)
-    engine.index(tokenize(document_texts(dataset), spec, return_ids=True), show_progress=False)
+    engine.index(corpus_tokens(dataset, spec), show_progress=False)
     seconds = time.perf_counter() - start
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))

@@ -15,20 +15,6 @@ import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# Runs the command as the CLI will once flows/cli.py registers it (same parser, same error handling).
-CLI = """
-import argparse, sys
-from flows.annotate import add_annotate_parser
-from tasks.schema import IrflowError
-parser = argparse.ArgumentParser(prog="irflow")
-add_annotate_parser(parser.add_subparsers(dest="command", required=True))
-args = parser.parse_args(sys.argv[1:])
-try:
-    sys.exit(args.func(args))
-except IrflowError as err:
-    print(f"irflow: error: {err}", file=sys.stderr)
-    sys.exit(2)
-"""
 
 
 @pytest.fixture
@@ -40,8 +26,8 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def irflow(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", CLI, *args], env=env, cwd=ROOT, capture_output=True, text=True,
-                          timeout=900)
+    return subprocess.run([sys.executable, "-m", "flows.cli", *args], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=900)
 
 
 def test_dry_run_prints_calls_and_cost_and_calls_nothing(env: dict[str, str], tmp_path: Path) -> None:

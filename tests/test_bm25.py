@@ -68,7 +68,7 @@ def test_vectorised_index_equals_bm25s_own_build(beir_dataset, method: str) -> N
     reference = bm25s.BM25(k1=spec.k1, b=spec.b, method=method)
     reference.index(bm25.tokenize(texts, spec, return_ids=True), show_progress=False)  # index() edits the vocab
     ours = bm25._engine(spec)
-    ours.index(bm25.tokenize(texts, spec, return_ids=True), show_progress=False)
+    ours.index(bm25.corpus_tokens(dataset, spec), show_progress=False)  # flat arrays, via the token cache
     for name in ("data", "indices", "indptr"):
         assert ours.scores[name].dtype == reference.scores[name].dtype, name
         np.testing.assert_array_equal(ours.scores[name], reference.scores[name], err_msg=name)
@@ -84,14 +84,41 @@ def test_vectorised_index_equals_bm25s_own_build(beir_dataset, method: str) -> N
 
 
 @pytest.mark.shared
+def test_parameter_sweep_tokenizes_the_corpus_once(beir_dataset, monkeypatch: pytest.MonkeyPatch) -> None:
+    dataset = beir_dataset("scifact")
+    first = bm25.search(dataset, "bm25", depth=10)
+    tokens_dir = cache_dir() / "bm25" / "tokens" / bm25.tokens_key(dataset, BM25Spec())
+    assert (tokens_dir / "flat.npy").is_file() and (tokens_dir / "vocab.json").is_file()
+    assert bm25.tokens_key(dataset, BM25Spec()) == bm25.tokens_key(dataset, parse_system("bm25:k1=1.2,b=0.75"))
+    assert bm25.tokens_key(dataset, BM25Spec()) != bm25.tokens_key(dataset, parse_system("bm25:stemmer=none"))
+
+    calls: list[int] = []
+    real_tokenize = bm25.tokenize
+    monkeypatch.setattr(bm25, "tokenize", lambda texts, spec, **kw: calls.append(len(texts)) or real_tokenize(texts, spec, **kw))
+    swept = bm25.search(dataset, "bm25:k1=1.2,b=0.75", depth=10)
+    assert calls == [len(dataset.queries)]  # the queries only: the corpus tokens came from the cache
+    index = bm25.load_index(dataset, "bm25:k1=1.2,b=0.75")
+    assert index.cached and not swept.equals(first)
+
+    # the same index from freshly tokenized lists through bm25s's own build
+    import bm25s
+
+    spec = parse_system("bm25:k1=1.2,b=0.75")
+    reference = bm25s.BM25(k1=spec.k1, b=spec.b, method=spec.method)
+    reference.index(real_tokenize(bm25.document_texts(dataset), spec, return_ids=True), show_progress=False)
+    for query in real_tokenize(dataset.queries["text"].tolist()[:50], spec):
+        np.testing.assert_array_equal(index.engine.get_scores(query), reference.get_scores(query))
+
+
+@pytest.mark.shared
 def test_second_call_uses_cached_index(beir_dataset) -> None:
     dataset = beir_dataset("scifact")
     first = bm25.load_index(dataset)
     second = bm25.load_index(dataset, "bm25:k1=0.9,b=0.4")
     assert (first.cached, second.cached) == (False, True)
     assert second.path == first.path and second.build_seconds == first.build_seconds
-    entries = list((cache_dir() / "bm25").iterdir())
-    assert entries == [first.path]  # one finished index, no temporary folder left behind
+    assert list((cache_dir() / "bm25" / "index").iterdir()) == [first.path]  # no temporary folder left behind
+    assert len(list((cache_dir() / "bm25" / "tokens").iterdir())) == 1
     assert (first.path / "meta.json").is_file()
     queries = dataset.queries
     a = first.search(queries["query_id"].tolist(), queries["text"].tolist(), 100)
