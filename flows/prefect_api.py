@@ -153,11 +153,11 @@ def prefect_api() -> Iterator[None]:
 def ready(*preload: str) -> None:
     """Import ``preload`` (libraries the stages will need) while the server finishes starting, then wait for
     it and point Prefect at it. Without a server started by :func:`prefect_api` this only imports."""
+    global _scope
     import importlib
 
     for module in preload:
         importlib.import_module(module)
-    global _scope
     if _server is None or _scope is None:  # no temporary server, or already pointed at it
         return
     from prefect.settings import (PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
