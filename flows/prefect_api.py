@@ -161,12 +161,14 @@ def ready(*preload: str) -> None:
     if _server is None or _scope is None:  # no temporary server, or already pointed at it
         return
     from prefect.settings import (PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
-                                  PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings)
+                                  PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, PREFECT_UI_URL,
+                                  temporary_settings)
 
     _server.wait(float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
-    # Heartbeats let a lasting server notice a crashed run; this one ends with the command. (Prefect also
-    # joins its heartbeat thread at the end of every flow, which sleeps in whole seconds: ~0.5 s a run.)
-    _scope.enter_context(temporary_settings(updates={PREFECT_API_URL: _server.api_url,
+    # No UI URL: this server serves none and ends with the command, so "View at ..." links and MLflow's
+    # prefect.flow_run_url tag would point nowhere. No heartbeats: they let a lasting server notice a
+    # crashed run (and Prefect joins its heartbeat thread at the end of a flow, sleeping in whole seconds).
+    _scope.enter_context(temporary_settings(updates={PREFECT_API_URL: _server.api_url, PREFECT_UI_URL: "",
                                                      PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}))
     _scope.enter_context(_environment("PREFECT_API_URL", _server.api_url))  # for Dask workers and other children
     _scope.callback(_drain_prefect_workers)  # runs first on exit: before the settings and the server go

@@ -91,10 +91,11 @@ def embed_stage(dataset: Dataset, systems: Sequence[str]) -> dict[str, dict[str,
 def prefect_tags() -> dict[str, str]:
     """Tags linking an MLflow run to the Prefect flow run that logged it."""
     from prefect import runtime
+    from prefect.settings import PREFECT_UI_URL
 
     tags = {"prefect.flow_run_id": runtime.flow_run.id, "prefect.flow_run_name": runtime.flow_run.name,
             "prefect.flow_name": runtime.flow_run.flow_name, "prefect.deployment_id": runtime.deployment.id}
-    if os.environ.get("PREFECT_API_URL") and runtime.flow_run.id:  # a real server, not an ephemeral one
+    if PREFECT_UI_URL.value() and runtime.flow_run.id:  # a server with a UI, not a temporary one
         tags["prefect.flow_run_url"] = runtime.flow_run.ui_url
     return {k: str(v) for k, v in tags.items() if v}
 

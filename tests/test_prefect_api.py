@@ -46,6 +46,7 @@ def test_command_scope_runs_flows_on_its_own_server_and_stops_it() -> None:
         prefect_api.ready()  # idempotent
         assert get_current_settings().api.url == os.environ["PREFECT_API_URL"] == server.api_url
         assert get_current_settings().flows.heartbeat_frequency is None
+        assert not get_current_settings().ui_url  # no UI: no dead "View at" links or MLflow URL tags
         state = probe_flow(3, return_state=True)
         assert state.is_completed() and state.result() == 6
         with get_client(sync_client=True) as client:
