@@ -173,6 +173,27 @@ QUIET_SERVICES = {  # no network here and no telemetry anywhere; a loaded machin
 }
 
 
+class _LogFormatter(logging.Formatter):
+    """``LEVEL logger: message``, naming the Prefect task or flow run a record comes from."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        run = getattr(record, "task_run_name", None) or getattr(record, "flow_run_name", None)
+        return line.replace(": ", f": [{run}] ", 1) if run and run != "<unknown>" else line
+
+
+def _configure_logging(verbose: bool) -> None:
+    """INFO and up on stderr (DEBUG with -v); the level is set on the handler too, because some
+    libraries (bm25s) give their own loggers a DEBUG level; httpx's one-line-per-request INFO is off."""
+    level = logging.DEBUG if verbose else logging.INFO
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(level)
+    handler.setFormatter(_LogFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
+    if not verbose:
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
 def _prefect_api() -> Any:
     """Start a temporary Prefect server now, so it is up by the time the flow starts (see flows.prefect_api)."""
     from flows.prefect_api import prefect_api
@@ -187,10 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in QUIET_SERVICES.items():
         os.environ.setdefault(key, value)
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    if not args.verbose:
-        logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per Prefect API call otherwise
+    _configure_logging(args.verbose)
     from tasks.schema import IrflowError
 
     try:
