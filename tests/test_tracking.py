@@ -433,6 +433,25 @@ def test_irflow_run_logs_an_evaluation_with_latency_to_mlflow(tmp_path: Path) ->
     assert "prefect.flow_run_url" not in parent.data.tags  # the temporary Prefect server has no UI to link to
 
 
+def test_irflow_nightly_command_runs_the_suite_and_compares_with_the_last_one(tmp_path: Path) -> None:
+    """``irflow nightly CONFIG`` as a user types it, twice: the second run compares with the first."""
+    config = tmp_path / "cli-nightly.yaml"
+    config.write_text("name: cli-nightly\ndatasets: [techdocs]\nsystems: [bm25]\nmetrics: [nDCG@10, R@100]\n"
+                      "latency_runs: 0\nmlflow_experiment: cli-nightly\n")
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
+    for attempt in range(2):
+        done = subprocess.run([sys.executable, "-m", "flows.cli", "nightly", str(config), "--output",
+                               str(tmp_path / f"out{attempt}")], env=env, capture_output=True, text=True, timeout=600,
+                              cwd=ROOT)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "suite.md" in done.stdout and (tmp_path / f"out{attempt}" / "suite.md").is_file()
+    first, second = sorted(_runs(os.environ["MLFLOW_TRACKING_URI"], "tags.`irflow.kind` = 'nightly'", "cli-nightly"),
+                           key=lambda r: r.info.start_time)
+    assert first.info.status == second.info.status == "FINISHED"
+    assert second.data.tags["irflow.regression"] == "false" and second.data.metrics["regressions"] == 0
+    assert second.data.tags["irflow.previous_run"] == first.info.run_id and "irflow.previous_run" not in first.data.tags
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
