@@ -92,6 +92,11 @@ class TemporaryServer:
         except OSError:
             return False
 
+    @property
+    def starting(self) -> bool:
+        """True until the server answers (or has failed)."""
+        return self._started.is_alive()
+
     def wait(self, timeout: float) -> None:
         """Block until the server answers (and is warm); raise with its output if it cannot start."""
         self._started.join(timeout)
@@ -151,15 +156,21 @@ def prefect_api() -> Iterator[None]:
 
 
 def ready(*preload: str) -> None:
-    """Import ``preload`` (libraries the stages will need) while the server finishes starting, then wait for
-    it and point Prefect at it. Without a server started by :func:`prefect_api` this only imports."""
+    """Wait for the temporary server (if this command started one) and point Prefect at it.
+
+    While the server is still starting, ``preload`` (libraries the stages may need) is imported, so
+    the wait is not wasted; once it answers, nothing more is imported here (a run on warm caches may
+    never need them). Idempotent; without a temporary server it does nothing.
+    """
     global _scope
+    if _server is None or _scope is None:  # no temporary server, or already pointed at it
+        return
     import importlib
 
     for module in preload:
+        if not _server.starting:
+            break
         importlib.import_module(module)
-    if _server is None or _scope is None:  # no temporary server, or already pointed at it
-        return
     from prefect.settings import (PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
                                   PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, PREFECT_UI_URL,
                                   temporary_settings)
