@@ -44,6 +44,8 @@ def test_run_writes_results_that_trec_eval_confirms(env: dict[str, str], tmp_pat
     done = irflow("run", "--system", "bm25", "--system", "dense:minilm", "--metric", "nDCG@10", "--metric", "R@100",
                   "--metric", "P@10", "--latency-runs", "1", "--output", str(out), env=env)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "[retrieve bm25] Finished in state Completed()" in done.stderr  # log lines name the Prefect run
+    assert "DEBUG" not in done.stderr and "HTTP Request" not in done.stderr and "View at" not in done.stderr
     document = json.loads((out / "metrics.json").read_text())
     systems = ["bm25", "dense:sentence-transformers/all-MiniLM-L6-v2"]
     assert list(document["systems"]) == systems
