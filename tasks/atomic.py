@@ -1,4 +1,4 @@
-"""Atomic file writes: write to a temporary file beside the target, fsync, then rename.
+"""Atomic writes: write to a temporary file (or folder) beside the target, then rename.
 
 An interrupted run therefore never leaves a half-written file that a later run trusts:
 the target either has its old content or the complete new one.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +39,27 @@ def atomic_open(target: str | os.PathLike[str], mode: str = "w", **kwargs: Any) 
     """Open a temporary file for writing; it replaces ``target`` only if the block succeeds."""
     with atomic_path(target) as tmp, open(tmp, mode, **kwargs) as fh:
         yield fh
+
+
+@contextlib.contextmanager
+def publish_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary folder beside ``target``; on success rename it to ``target`` in one step.
+
+    For content-addressed caches: if another process published ``target`` first, its folder (built
+    from the same inputs) is kept and this one is dropped. A failure leaves no partial folder.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        yield tmp
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not target.is_dir():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_json(target: str | os.PathLike[str], obj: Any) -> None:

@@ -17,9 +17,7 @@ import hashlib
 import itertools
 import json
 import logging
-import os
 import shutil
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tasks.atomic import write_json
+from tasks.atomic import publish_dir, write_json
 from tasks.config import cache_dir
 from tasks.runs import empty_run, order_run
 from tasks.schema import Dataset, InputError
@@ -114,16 +112,8 @@ def corpus_tokens(dataset: Dataset, spec: BM25Spec) -> CorpusTokens:
         shutil.rmtree(path, ignore_errors=True)
     tokenized = tokenize(document_texts(dataset), spec, return_ids=True)
     tokens = CorpusTokens.from_lists(tokenized.ids, tokenized.vocab)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
+    with publish_dir(path) as tmp:
         tokens.save(tmp)
-        os.rename(tmp, path)  # atomic; fails if another process got there first, whose tokens are the same
-    except OSError:
-        if not (path / "vocab.json").exists():
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return tokens
 
 
@@ -312,20 +302,12 @@ def _build(dataset: Dataset, spec: BM25Spec, doc_ids: np.ndarray, path: Path) ->
     engine = _engine(spec)
     engine.index(corpus_tokens(dataset, spec), show_progress=False)
     seconds = time.perf_counter() - start
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
+    with publish_dir(path) as tmp:
         engine.save(str(tmp), show_progress=False)
         pd.DataFrame({"doc_id": doc_ids.astype(str)}).to_parquet(tmp / "doc_ids.parquet", index=False)
         write_json(tmp / "meta.json", {"system": str(spec), "dataset": dataset.name, "fingerprint": dataset.fingerprint,
                                        "documents": len(doc_ids), "build_seconds": seconds,
                                        "bm25s": metadata.version("bm25s"), "code": BM25_CODE_VERSION})
-        os.rename(tmp, path)  # atomic; fails if another process got there first, whose index is as good
-    except OSError:
-        if not (path / "meta.json").exists():
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     log.info("built BM25 index %s for %s in %.2fs", spec, dataset.name, seconds)
     return BM25Index(spec, doc_ids, engine, seconds, 0.0, cached=False, path=path)
 
