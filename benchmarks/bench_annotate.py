@@ -25,14 +25,13 @@ import json
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from tasks.annotate import ensemble, pipeline  # noqa: E402
-from tasks.atomic import write_json  # noqa: E402
+from irflow.tasks.annotate import ensemble, pipeline  # noqa: E402
+from irflow.tasks.atomic import write_json  # noqa: E402
 
 SYSTEMS = ("bm25", "dense:minilm", "hybrid:bm25+dense:minilm")
 
@@ -48,8 +47,14 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.workdir or Path(tmp) / "annotation"
-        config = pipeline.AnnotateConfig(dataset="techdocs", output=str(folder), system=args.candidates, k=args.k,
-                                         queries=args.queries, benchmark=SYSTEMS)
+        config = pipeline.AnnotateConfig(
+            dataset="techdocs",
+            output=str(folder),
+            system=args.candidates,
+            k=args.k,
+            queries=args.queries,
+            benchmark=SYSTEMS,
+        )
         start = time.perf_counter()
         p = pipeline.plan(config)
         stats = pipeline.judge(p)
@@ -64,19 +69,25 @@ def main() -> None:
         mean_zelo = pipeline.human_agreement(mean_plan, mean)["zelo_vs_grades"]
 
     result = {
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": "python benchmarks/bench_annotate.py" + "".join(f" {a}" for a in sys.argv[1:]),
-        "dataset": summary["dataset"], "candidates": summary["candidates"], "pairs": summary["pairs"],
-        "judges": list(summary["judges"]), "votes": summary["votes"], "seconds": round(seconds, 1),
+        "dataset": summary["dataset"],
+        "candidates": summary["candidates"],
+        "pairs": summary["pairs"],
+        "judges": list(summary["judges"]),
+        "votes": summary["votes"],
+        "seconds": round(seconds, 1),
         "bradley_terry": summary["bradley_terry"],
         "inter_judge_agreement": summary["inter_judge_agreement"],
-        "agreement_with_human_grades": {"battles (vote ensemble)": summary["human_grades"]["battles"],
-                                        "ensemble (mean rule)": mean_agreement},
+        "agreement_with_human_grades": {
+            "battles (vote ensemble)": summary["human_grades"]["battles"],
+            "ensemble (mean rule)": mean_agreement,
+        },
         "zelo_vs_human_grades": {"vote": summary["human_grades"]["zelo_vs_grades"], "mean": mean_zelo},
         "benchmarks": summary["benchmarks"],
         "grades_from_zelo": summary["grades"],
         "caveat": "the judges are the BM25 and MiniLM models themselves: benchmarking bm25 / dense against this "
-                  "annotation is circular; compare with the vs_grades (human) figures",
+        "annotation is circular; compare with the vs_grades (human) figures",
     }
     write_json(args.output, result)
     print(json.dumps(result, indent=2))

@@ -26,20 +26,19 @@ import os
 import platform
 import shutil
 import statistics
-import sys
 import tempfile
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from tasks import bm25  # noqa: E402
-from tasks.atomic import write_json  # noqa: E402
-from tasks.metrics import evaluate, mean  # noqa: E402
-from tasks.systems import BM25Spec, parse_system  # noqa: E402
+from irflow.tasks import bm25  # noqa: E402
+from irflow.tasks.atomic import write_json  # noqa: E402
+from irflow.tasks.metrics import evaluate, mean  # noqa: E402
+from irflow.tasks.systems import BM25Spec, parse_system  # noqa: E402
 
 SHARED = Path(os.environ.get("IRFLOW_SHARED_DIR") or ROOT.parent / "shared") / "datasets" / "beir"
 DEPTH = 100
@@ -68,7 +67,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["IRFLOW_CACHE_DIR"] = str(Path(tmp) / "cache")
-        from tasks.ingest import import_dataset, load_dataset
+        from irflow.tasks.ingest import import_dataset, load_dataset
 
         import_dataset(SHARED / "scifact.zip", "beir", "bench/scifact")
         dataset = load_dataset("bench/scifact", "test")
@@ -121,35 +120,63 @@ def main() -> None:
     core_fast, core_slow = fast_index_s + fast_search_s, slow_index_s + slow_search_s
     n_queries = len(qids)
     result = {
-        "dataset": {"name": "beir/scifact", "split": "test", "documents": len(doc_ids), "queries": n_queries,
-                    "depth": DEPTH},
-        "tokenize_corpus_seconds": {"ids_for_bm25s": round(tokenize_ids_s, 4), "strings_for_rank_bm25": round(tokenize_str_s, 4)},
-        "bm25s": {"index_seconds": round(fast_index_s, 4), "stock_bm25s_index_seconds": round(stock_index_s, 4),
-                  "search_seconds": round(fast_search_s, 4),
-                  "queries_per_second": round(n_queries / fast_search_s, 1),
-                  "ndcg_at_10": ndcg_at_10(dataset, fast_run)},
-        "rank_bm25": {"index_seconds": round(slow_index_s, 4), "search_seconds": round(slow_search_s, 4),
-                      "queries_per_second": round(n_queries / slow_search_s, 1),
-                      "ndcg_at_10": ndcg_at_10(dataset, slow_run)},
-        "end_to_end_seconds": {"irflow_bm25s_cold": round(cold_s, 4), "irflow_bm25s_tokens_cached": round(sweep_s, 4),
-                               "irflow_bm25s_warm": round(warm_s, 4),
-                               "rank_bm25": round(e2e_slow_s, 4)},
-        "speedup": {"core_index_plus_search": round(core_slow / core_fast, 1),
-                    "search_only": round(slow_search_s / fast_search_s, 1),
-                    "end_to_end_cold": round(e2e_slow_s / cold_s, 1),
-                    "end_to_end_tokens_cached": round(e2e_slow_s / sweep_s, 1),
-                    "end_to_end_warm": round(e2e_slow_s / warm_s, 1)},
+        "dataset": {
+            "name": "beir/scifact",
+            "split": "test",
+            "documents": len(doc_ids),
+            "queries": n_queries,
+            "depth": DEPTH,
+        },
+        "tokenize_corpus_seconds": {
+            "ids_for_bm25s": round(tokenize_ids_s, 4),
+            "strings_for_rank_bm25": round(tokenize_str_s, 4),
+        },
+        "bm25s": {
+            "index_seconds": round(fast_index_s, 4),
+            "stock_bm25s_index_seconds": round(stock_index_s, 4),
+            "search_seconds": round(fast_search_s, 4),
+            "queries_per_second": round(n_queries / fast_search_s, 1),
+            "ndcg_at_10": ndcg_at_10(dataset, fast_run),
+        },
+        "rank_bm25": {
+            "index_seconds": round(slow_index_s, 4),
+            "search_seconds": round(slow_search_s, 4),
+            "queries_per_second": round(n_queries / slow_search_s, 1),
+            "ndcg_at_10": ndcg_at_10(dataset, slow_run),
+        },
+        "end_to_end_seconds": {
+            "irflow_bm25s_cold": round(cold_s, 4),
+            "irflow_bm25s_tokens_cached": round(sweep_s, 4),
+            "irflow_bm25s_warm": round(warm_s, 4),
+            "rank_bm25": round(e2e_slow_s, 4),
+        },
+        "speedup": {
+            "core_index_plus_search": round(core_slow / core_fast, 1),
+            "search_only": round(slow_search_s / fast_search_s, 1),
+            "end_to_end_cold": round(e2e_slow_s / cold_s, 1),
+            "end_to_end_tokens_cached": round(e2e_slow_s / sweep_s, 1),
+            "end_to_end_warm": round(e2e_slow_s / warm_s, 1),
+        },
         "target": "core_index_plus_search >= 10",
         "repeat": args.repeat,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
-                    "bm25s": metadata.version("bm25s"), "rank_bm25": metadata.version("rank-bm25")},
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "bm25s": metadata.version("bm25s"),
+            "rank_bm25": metadata.version("rank-bm25"),
+        },
     }
     result["target_met"] = result["speedup"]["core_index_plus_search"] >= 10
     write_json(args.output, result)
     sp = result["speedup"]
-    print(f"bm25s vs rank-bm25 on SciFact: index+search {core_fast:.3f}s vs {core_slow:.3f}s "
-          f"({sp['core_index_plus_search']}x); search only {sp['search_only']}x; "
-          f"end-to-end cold {sp['end_to_end_cold']}x, new k1/b {sp['end_to_end_tokens_cached']}x, warm {sp['end_to_end_warm']}x -> {args.output}")
+    print(
+        f"bm25s vs rank-bm25 on SciFact: index+search {core_fast:.3f}s vs {core_slow:.3f}s "
+        f"({sp['core_index_plus_search']}x); search only {sp['search_only']}x; "
+        f"end-to-end cold {sp['end_to_end_cold']}x, new k1/b {sp['end_to_end_tokens_cached']}x, "
+        f"warm {sp['end_to_end_warm']}x "
+        f"-> {args.output}"
+    )
 
 
 if __name__ == "__main__":

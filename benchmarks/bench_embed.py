@@ -17,20 +17,18 @@ import argparse
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 import zipfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from tasks import embed  # noqa: E402
-from tasks.atomic import write_json  # noqa: E402
+from irflow.tasks import embed  # noqa: E402
+from irflow.tasks.atomic import write_json  # noqa: E402
 
 SHARED = Path(os.environ.get("IRFLOW_SHARED_DIR") or ROOT.parent / "shared")
 
@@ -95,13 +93,21 @@ def main() -> None:
             start, cpu = time.perf_counter(), time.process_time()
             vectors = run()
             seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-            row = {"round": r, "side": name, "seconds": round(seconds, 3), "cpu_seconds": round(cpu, 3),
-                   "docs_per_s": round(len(texts) / seconds, 2)}
+            row = {
+                "round": r,
+                "side": name,
+                "seconds": round(seconds, 3),
+                "cpu_seconds": round(cpu, 3),
+                "docs_per_s": round(len(texts) / seconds, 2),
+            }
             if name == "pipeline":
                 row["overhead_seconds"] = round(seconds - inner["seconds"], 4)
             rounds.append(row)
-            print(f"round {r} {name:8s} {seconds:7.2f} s  {len(texts) / seconds:6.2f} docs/s  cpu {cpu:7.2f} s"
-                  + (f"  overhead {row['overhead_seconds']:.3f} s" if name == "pipeline" else ""), flush=True)
+            print(
+                f"round {r} {name:8s} {seconds:7.2f} s  {len(texts) / seconds:6.2f} docs/s  cpu {cpu:7.2f} s"
+                + (f"  overhead {row['overhead_seconds']:.3f} s" if name == "pipeline" else ""),
+                flush=True,
+            )
             if name == "bare":
                 reference = vectors
             else:
@@ -118,26 +124,38 @@ def main() -> None:
     ratio = rate("pipeline") / rate("bare")
     result = {
         "benchmark": "embed throughput, bare SentenceTransformer.encode vs irflow embed_texts (cold cache)",
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "model": model.name, "model_path": model.path, "texts": len(texts),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "model": model.name,
+        "model_path": model.path,
+        "texts": len(texts),
         "mean_chars": round(float(np.mean([len(t) for t in texts])), 1),
-        "batch_size": 32, "chunk_size": embed.CHUNK_SIZE, "rounds": rounds,
-        "bare_docs_per_s": round(rate("bare"), 2), "pipeline_docs_per_s": round(rate("pipeline"), 2),
-        "ratio": round(ratio, 4), "target_ratio": 0.95, "meets_target": ratio >= 0.95,
-        "ratio_per_round": [round(p["seconds"] and b["seconds"] / p["seconds"], 4)
-                            for b, p in zip(rounds[::2], rounds[1::2])],
+        "batch_size": 32,
+        "chunk_size": embed.CHUNK_SIZE,
+        "rounds": rounds,
+        "bare_docs_per_s": round(rate("bare"), 2),
+        "pipeline_docs_per_s": round(rate("pipeline"), 2),
+        "ratio": round(ratio, 4),
+        "target_ratio": 0.95,
+        "meets_target": ratio >= 0.95,
+        "ratio_per_round": [
+            round(p["seconds"] and b["seconds"] / p["seconds"], 4) for b, p in zip(rounds[::2], rounds[1::2])
+        ],
         "ratio_cpu_time": round(rate("pipeline", "cpu_seconds") / rate("bare", "cpu_seconds"), 4),
         "pipeline_overhead_seconds": round(overhead, 4),
         "pipeline_overhead_fraction": round(overhead / pipeline_total, 6),
         "load_average_1m": {"start": load_start, "end": round(os.getloadavg()[0], 2)},
         "model_load_seconds": {"bare": round(load_bare, 3), "pipeline": round(load_pipeline, 3)},
-        "torch_threads": torch.get_num_threads(), "cpus": os.cpu_count(),
-        "python": platform.python_version(), "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
     }
     write_json(args.output, result)
-    print(f"bare {result['bare_docs_per_s']} docs/s, pipeline {result['pipeline_docs_per_s']} docs/s, "
-          f"ratio {result['ratio']} (target >= 0.95; cpu-time ratio {result['ratio_cpu_time']}, "
-          f"pipeline overhead {result['pipeline_overhead_fraction']:.4%} of its time) -> {args.output}")
+    print(
+        f"bare {result['bare_docs_per_s']} docs/s, pipeline {result['pipeline_docs_per_s']} docs/s, "
+        f"ratio {result['ratio']} (target >= 0.95; cpu-time ratio {result['ratio_cpu_time']}, "
+        f"pipeline overhead {result['pipeline_overhead_fraction']:.4%} of its time) -> {args.output}"
+    )
 
 
 if __name__ == "__main__":

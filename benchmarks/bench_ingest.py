@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -26,10 +25,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("IRFLOW_SHARED_DIR") or ROOT.parent / "shared") / "datasets" / "beir"
 CHILD = """
 import json, resource, sys, time
-from tasks.ingest import import_dataset
+from irflow.tasks.ingest import import_dataset
 args = json.loads(sys.argv[1])
 start = time.perf_counter()
-d = None if args["path"] is None else import_dataset(args["path"], args["format"], args["name"], split=args.get("split"))
+d = None if args["path"] is None else import_dataset(
+    args["path"], args["format"], args["name"], split=args.get("split")
+)
 elapsed = time.perf_counter() - start
 print(json.dumps({"seconds": elapsed, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "documents": None if d is None else d["documents"]}))
@@ -38,15 +39,18 @@ print(json.dumps({"seconds": elapsed, "peak_rss_mb": resource.getrusage(resource
 
 def run_child(cache: Path, **args: object) -> dict:
     env = {**os.environ, "IRFLOW_CACHE_DIR": str(cache)}
-    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], env=env, cwd=ROOT, check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(args)], env=env, cwd=ROOT, check=True, capture_output=True, text=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def synthetic_msmarco(folder: Path, passages: int, seed: int = 13) -> int:
     """Write collection.tsv with ``passages`` lines of ~55 words; return the bytes of passage text."""
     rng = random.Random(seed)
-    vocab = [f"{rng.choice('bcdfghjklmnpqrstvwz')}{rng.choice('aeiou')}{rng.choice('lmnrst')}{i % 997}" for i in range(20000)]
+    vocab = [
+        f"{rng.choice('bcdfghjklmnpqrstvwz')}{rng.choice('aeiou')}{rng.choice('lmnrst')}{i % 997}" for i in range(20000)
+    ]
     total = 0
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "collection.tsv", "w", encoding="utf-8") as fh:
@@ -74,9 +78,12 @@ def main() -> None:
         results["baseline_imports"] = {"peak_rss_mb": round(baseline["peak_rss_mb"], 1)}
         for name in ("scifact", "nfcorpus"):
             r = run_child(tmp_path / f"c-{name}", path=str(SHARED / f"{name}.zip"), format="beir", name=name)
-            results[name] = {"documents": r["documents"], "seconds": round(r["seconds"], 2),
-                             "documents_per_s": round(r["documents"] / r["seconds"]),
-                             "peak_rss_mb": round(r["peak_rss_mb"], 1)}
+            results[name] = {
+                "documents": r["documents"],
+                "seconds": round(r["seconds"], 2),
+                "documents_per_s": round(r["documents"] / r["seconds"]),
+                "peak_rss_mb": round(r["peak_rss_mb"], 1),
+            }
             print(name, results[name], flush=True)
         start = time.perf_counter()
         text_bytes = synthetic_msmarco(tmp_path / "msmarco", args.passages)
@@ -85,16 +92,19 @@ def main() -> None:
         # A Python str of n ASCII characters takes 49 + n bytes (CPython 3.11); ids are strings too.
         as_python = text_bytes + args.passages * (49 + 49 + 7)
         results["msmarco_synthetic"] = {
-            "passages": args.passages, "file_mb": round((tmp_path / "msmarco" / "collection.tsv").stat().st_size / 2**20, 1),
-            "seconds": round(r["seconds"], 2), "passages_per_s": round(args.passages / r["seconds"]),
+            "passages": args.passages,
+            "file_mb": round((tmp_path / "msmarco" / "collection.tsv").stat().st_size / 2**20, 1),
+            "seconds": round(r["seconds"], 2),
+            "passages_per_s": round(args.passages / r["seconds"]),
             "peak_rss_mb": round(r["peak_rss_mb"], 1),
             "peak_above_baseline_mb": round(r["peak_rss_mb"] - baseline["peak_rss_mb"], 1),
-            "text_as_python_strings_mb": round(as_python / 2**20, 1), "generate_seconds": round(gen, 1)}
+            "text_as_python_strings_mb": round(as_python / 2**20, 1),
+            "generate_seconds": round(gen, 1),
+        }
         print("msmarco", results["msmarco_synthetic"], flush=True)
     out = ROOT / "benchmarks" / "results" / "ingest.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    sys.path.insert(0, str(ROOT))
-    from tasks.atomic import write_json
+    from irflow.tasks.atomic import write_json
 
     write_json(out, {"python": sys.version.split()[0], "cpus": os.cpu_count(), "results": results})
     print("wrote", out)

@@ -28,7 +28,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,9 +36,8 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from tasks.metrics import evaluate, expand  # noqa: E402
+from irflow.tasks.metrics import evaluate, expand  # noqa: E402
 
 FAMILIES = ["nDCG", "P", "R", "RR", "AP", "Success"]
 CUTOFFS = [1, 5, 10, 100]
@@ -166,8 +164,7 @@ def main() -> int:
         "speedup_vs_pytrec_evaluate_only": med_ev / med_ir,
         "max_abs_diff_vs_pytrec": max_diff,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
-        "versions": {"numpy": np.__version__, "pandas": pd.__version__,
-                     "pytrec_eval": _version("pytrec-eval-terrier")},
+        "versions": {"numpy": np.__version__, "pandas": pd.__version__, "pytrec_eval": _version("pytrec-eval-terrier")},
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".metrics.", suffix=".json.tmp", dir=args.output.parent)

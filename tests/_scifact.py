@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tasks.schema import Dataset
+from irflow.tasks.schema import Dataset
 
 SHARED_DIR = Path(os.environ.get("IRFLOW_SHARED_DIR") or Path(__file__).resolve().parents[2] / "shared")
 SCIFACT_ZIP = SHARED_DIR / "datasets" / "beir" / "scifact.zip"
@@ -40,11 +40,20 @@ def _read() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         queries = [json.loads(line) for line in zf.read("scifact/queries.jsonl").decode("utf-8").split("\n") if line]
         rows = list(csv.reader(io.StringIO(zf.read("scifact/qrels/test.tsv").decode("utf-8")), delimiter="\t"))
     qrels = pd.DataFrame(rows[1:], columns=["query_id", "doc_id", "relevance"]).astype({"relevance": "int64"})
-    corpus_df = pd.DataFrame({"doc_id": [str(d["_id"]) for d in corpus], "title": [d["title"] for d in corpus],
-                              "text": [d["text"] for d in corpus]})
+    corpus_df = pd.DataFrame(
+        {
+            "doc_id": [str(d["_id"]) for d in corpus],
+            "title": [d["title"] for d in corpus],
+            "text": [d["text"] for d in corpus],
+        }
+    )
     judged = set(qrels["query_id"])
-    queries_df = pd.DataFrame({"query_id": [str(q["_id"]) for q in queries if str(q["_id"]) in judged],
-                               "text": [q["text"] for q in queries if str(q["_id"]) in judged]})
+    queries_df = pd.DataFrame(
+        {
+            "query_id": [str(q["_id"]) for q in queries if str(q["_id"]) in judged],
+            "text": [q["text"] for q in queries if str(q["_id"]) in judged],
+        }
+    )
     return corpus_df, queries_df, qrels
 
 

@@ -20,8 +20,12 @@ import pytest
 # nothing lands in ~/.prefect, and use its ephemeral server (never a developer's PREFECT_API_URL).
 PREFECT_HOME = os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="irflow-test-prefect-")
 os.environ.pop("PREFECT_API_URL", None)
-for _key, _value in {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "MLFLOW_DISABLE_TELEMETRY": "true",
-                     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90"}.items():
+for _key, _value in {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+}.items():
     os.environ.setdefault(_key, _value)
 
 SHARED_DIR = Path(os.environ.get("IRFLOW_SHARED_DIR") or Path(__file__).resolve().parents[2] / "shared")
@@ -86,7 +90,7 @@ def beir_dataset(beir_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Ca
 
     def load(name: str, split: str = "test") -> object:
         if (name, split) not in loaded:
-            from tasks.ingest import import_dataset, load_dataset
+            from irflow.tasks.ingest import import_dataset, load_dataset
 
             with mock.patch.dict(os.environ, {"IRFLOW_CACHE_DIR": str(cache)}):
                 try:
@@ -100,7 +104,7 @@ def beir_dataset(beir_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Ca
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         self.server.requests.append(self.path)  # type: ignore[attr-defined]
 
 

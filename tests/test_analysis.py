@@ -6,21 +6,35 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks import analysis
-from tasks.schema import InputError
+from irflow.tasks import analysis
+from irflow.tasks.schema import InputError
 
-CORPUS = pd.DataFrame({
-    "doc_id": ["d1", "d2", "d3", "d4", "d5", "d6"],
-    "title": ["Install", "Guide", "", "Snippet", "Deep dive", "Note"],
-    "text": ["pip install quiver", "one two three four five six seven eight nine", "forum post here",
-             "x = 1", "a b c d e f g h i j k l m n", "short"],
-    "doc_type": ["code", "guide", "forum", "code", "guide", ""],
-})
+CORPUS = pd.DataFrame(
+    {
+        "doc_id": ["d1", "d2", "d3", "d4", "d5", "d6"],
+        "title": ["Install", "Guide", "", "Snippet", "Deep dive", "Note"],
+        "text": [
+            "pip install quiver",
+            "one two three four five six seven eight nine",
+            "forum post here",
+            "x = 1",
+            "a b c d e f g h i j k l m n",
+            "short",
+        ],
+        "doc_type": ["code", "guide", "forum", "code", "guide", ""],
+    }
+)
 # words (title + text): d1 4, d2 10, d3 3, d4 4, d5 16, d6 2
-QUERIES = pd.DataFrame({"query_id": ["q1", "q2", "q3"], "text": ["install quiver", "how to post", "deep dive into it"],
-                        "category": ["setup", "setup", None]})
-QRELS = pd.DataFrame({"query_id": ["q1", "q1", "q2", "q2", "q3"], "doc_id": ["d1", "d2", "d3", "d4", "d5"],
-                      "relevance": [2, 0, 1, 1, 3]})
+QUERIES = pd.DataFrame(
+    {
+        "query_id": ["q1", "q2", "q3"],
+        "text": ["install quiver", "how to post", "deep dive into it"],
+        "category": ["setup", "setup", None],
+    }
+)
+QRELS = pd.DataFrame(
+    {"query_id": ["q1", "q1", "q2", "q2", "q3"], "doc_id": ["d1", "d2", "d3", "d4", "d5"], "relevance": [2, 0, 1, 1, 3]}
+)
 
 
 def run(rows: list[tuple[str, str]]) -> pd.DataFrame:
@@ -35,8 +49,13 @@ RUNS = {
     "B": run([("q1", "d2"), ("q1", "d4"), ("q2", "d4"), ("q2", "d3"), ("q3", "d6"), ("q3", "d1")]),
 }
 VALUES = {"A": {"q1": 1.0, "q2": 0.5, "q3": 1.0}, "B": {"q1": 0.25, "q2": 0.75, "q3": 0.0}}
-PER_QUERY = pd.DataFrame([{"system": s, "query_id": q, "metric": "nDCG@10", "value": v}
-                          for s, values in VALUES.items() for q, v in values.items()])
+PER_QUERY = pd.DataFrame(
+    [
+        {"system": s, "query_id": q, "metric": "nDCG@10", "value": v}
+        for s, values in VALUES.items()
+        for q, v in values.items()
+    ]
+)
 
 
 def test_segments_mean_per_metadata_value_with_counts() -> None:
@@ -102,8 +121,7 @@ def test_side_by_side_shows_ids_grades_and_snippets() -> None:
 def test_consistency_quartiles_and_zero_share() -> None:
     table = analysis.consistency(PER_QUERY, "nDCG@10").set_index("system")
     b = np.array([0.25, 0.75, 0.0])
-    assert table.loc["B", ["mean", "std", "min", "max"]].tolist() == pytest.approx(
-        [b.mean(), b.std(ddof=1), 0.0, 0.75])
+    assert table.loc["B", ["mean", "std", "min", "max"]].tolist() == pytest.approx([b.mean(), b.std(ddof=1), 0.0, 0.75])
     assert table.loc["B", ["q1", "median", "q3"]].tolist() == pytest.approx(np.quantile(b, [0.25, 0.5, 0.75]))
     assert table.loc["B", "zero_share"] == pytest.approx(1 / 3) and table.loc["A", "zero_share"] == 0
 
@@ -111,5 +129,9 @@ def test_consistency_quartiles_and_zero_share() -> None:
 def test_metric_curves_keep_families_with_two_or_more_cutoffs() -> None:
     means = {"A": {"nDCG@10": 0.5, "nDCG@100": 0.6, "P@10": 0.3, "Rprec": 0.4, "R@10": 0.2, "R@5": 0.1}}
     curves = analysis.metric_curves(means)
-    assert curves[["family", "k", "value"]].values.tolist() == [["nDCG", 10, 0.5], ["nDCG", 100, 0.6],
-                                                                 ["R", 5, 0.1], ["R", 10, 0.2]]
+    assert curves[["family", "k", "value"]].values.tolist() == [
+        ["nDCG", 10, 0.5],
+        ["nDCG", 100, 0.6],
+        ["R", 5, 0.1],
+        ["R", 10, 0.2],
+    ]

@@ -13,14 +13,14 @@ import pandas as pd
 import pytest
 from scipy.stats import pearsonr, spearmanr
 
-from tasks.annotate import benchmark as bench
-from tasks.annotate import bradley_terry, ensemble, outputs
-from tasks.annotate.candidates import Texts
-from tasks.annotate.judges import Battle, Verdict
-from tasks.annotate.pairs import cycle_pairs, load_or_make_pairs, make_pairs
-from tasks.annotate.runner import run_judges
-from tasks.annotate.store import VoteStore, read_votes
-from tasks.schema import InputError
+from irflow.tasks.annotate import benchmark as bench
+from irflow.tasks.annotate import bradley_terry, ensemble, outputs
+from irflow.tasks.annotate.candidates import Texts
+from irflow.tasks.annotate.judges import Battle, Verdict
+from irflow.tasks.annotate.pairs import cycle_pairs, load_or_make_pairs, make_pairs
+from irflow.tasks.annotate.runner import run_judges
+from irflow.tasks.annotate.store import VoteStore, read_votes
+from irflow.tasks.schema import InputError
 
 
 def candidates_table(k_per_query: dict[str, int]) -> pd.DataFrame:
@@ -121,8 +121,14 @@ def test_simulation_recovers_hidden_strengths_and_sparse_fit_is_close_to_dense(t
     strength = dict(zip(cands["doc_id"], rng.normal(0.0, 2.0, len(cands))))
     texts = Texts({q: f"query {q}" for q in cands["query_id"]}, {d: f"text {d}" for d in cands["doc_id"]})
     sparse = make_pairs(cands, cycles=4, seed=0)
-    dense = pd.DataFrame([(f"{q}:{a}:{b}", q, a, b, 0) for q, g in cands.groupby("query_id")
-                          for a, b in itertools.combinations(g["doc_id"], 2)], columns=sparse.columns)
+    dense = pd.DataFrame(
+        [
+            (f"{q}:{a}:{b}", q, a, b, 0)
+            for q, g in cands.groupby("query_id")
+            for a, b in itertools.combinations(g["doc_id"], 2)
+        ],
+        columns=sparse.columns,
+    )
     fitted = {}
     for label, pairs in (("sparse", sparse), ("dense", dense)):
         judges = [SimulatedJudge(f"judge{j}", strength, seed=j + (10 if label == "dense" else 0)) for j in range(3)]
@@ -156,11 +162,16 @@ def test_simulation_recovers_hidden_strengths_and_sparse_fit_is_close_to_dense(t
 
 
 def test_ensemble_vote_and_mean_with_missing_votes() -> None:
-    pairs = pd.DataFrame({"pair_id": ["p1", "p2", "p3"], "query_id": "q", "doc_a": ["a", "a", "b"],
-                          "doc_b": ["b", "c", "c"], "cycle": 0})
-    votes = pd.DataFrame({"pair_id": ["p1", "p1", "p1", "p2", "p2", "p3"],
-                          "judge": ["x", "y", "z", "x", "y", "x"],
-                          "score": [0.9, -0.3, 0.0, np.nan, np.nan, -0.5]})
+    pairs = pd.DataFrame(
+        {"pair_id": ["p1", "p2", "p3"], "query_id": "q", "doc_a": ["a", "a", "b"], "doc_b": ["b", "c", "c"], "cycle": 0}
+    )
+    votes = pd.DataFrame(
+        {
+            "pair_id": ["p1", "p1", "p1", "p2", "p2", "p3"],
+            "judge": ["x", "y", "z", "x", "y", "x"],
+            "score": [0.9, -0.3, 0.0, np.nan, np.nan, -0.5],
+        }
+    )
     vote = ensemble.combine(pairs, votes, ["x", "y", "z"], "vote")
     assert vote["p_b"].iloc[0] == pytest.approx((1 + 0 + 0.5) / 3)  # an exact 0 is half a vote
     assert np.isnan(vote["p_b"].iloc[1]) and vote["missing"].tolist() == [0, 3, 2]
@@ -182,9 +193,21 @@ def test_ensemble_vote_and_mean_with_missing_votes() -> None:
 
 def test_store_survives_a_torn_line_resumes_and_refuses_a_second_writer(tmp_path: Path) -> None:
     path = tmp_path / "votes.jsonl"
-    record = {"pair_id": "p1", "query_id": "q", "doc_a": "a", "doc_b": "b", "judge": "j", "version": "v",
-              "swapped": True, "raw_score": 0.5, "score": -0.5, "reasoning": "r", "error": None, "attempts": 1,
-              "seconds": 0.1}
+    record = {
+        "pair_id": "p1",
+        "query_id": "q",
+        "doc_a": "a",
+        "doc_b": "b",
+        "judge": "j",
+        "version": "v",
+        "swapped": True,
+        "raw_score": 0.5,
+        "score": -0.5,
+        "reasoning": "r",
+        "error": None,
+        "attempts": 1,
+        "seconds": 0.1,
+    }
     with VoteStore(path) as store:
         store.append([record, {**record, "pair_id": "p2", "score": None, "raw_score": None, "error": "boom"}])
         with pytest.raises(Exception, match="another annotation"):
@@ -238,8 +261,9 @@ def test_recall_uses_min_k_gt_n_and_expected_ties() -> None:
 
 
 def test_benchmark_table_and_custom_reranker() -> None:
-    truth = pd.DataFrame({"query_id": ["q1"] * 3 + ["q2"] * 2, "doc_id": ["a", "b", "c", "d", "e"],
-                          "score": [1.0, 0.0, -1.0, 0.5, -0.5]})
+    truth = pd.DataFrame(
+        {"query_id": ["q1"] * 3 + ["q2"] * 2, "doc_id": ["a", "b", "c", "d", "e"], "score": [1.0, 0.0, -1.0, 0.5, -0.5]}
+    )
     perfect = truth.assign(score=truth["score"] * 10)
     means = bench.summarise(bench.benchmark(truth, perfect, ks=(1, 2)))
     assert means == {"nDCG": 1.0, "nDCG@1": 1.0, "nDCG@2": 1.0, "accuracy": 1.0, "R@1": 1.0, "R@2": 1.0}
@@ -264,22 +288,36 @@ def test_benchmark_table_and_custom_reranker() -> None:
 
 
 def test_annotated_jsonl_round_trips_through_the_zbench_import(tmp_path: Path) -> None:
-    from tasks.ingest import import_dataset, load_dataset
+    from irflow.tasks.ingest import import_dataset, load_dataset
 
-    scores = pd.DataFrame({"query_id": ["q1"] * 4 + ["q2"] * 2, "doc_id": ["a", "b", "c", "d", "b", "e"],
-                           "rank": [1, 2, 3, 4, 1, 2], "score": [1.3, 0.9, -0.2, -2.0, 0.25, -0.25]})
-    texts = Texts({"q1": "first query", "q2": "second query"},
-                  {d: f"text of {d}" for d in "abcde"})
+    scores = pd.DataFrame(
+        {
+            "query_id": ["q1"] * 4 + ["q2"] * 2,
+            "doc_id": ["a", "b", "c", "d", "b", "e"],
+            "rank": [1, 2, 3, 4, 1, 2],
+            "score": [1.3, 0.9, -0.2, -2.0, 0.25, -0.25],
+        }
+    )
+    texts = Texts({"q1": "first query", "q2": "second query"}, {d: f"text of {d}" for d in "abcde"})
     path = outputs.write_annotated(tmp_path / "annotated.jsonl", scores, texts)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [d["id"] for d in lines[0]["documents"]] == ["a", "b", "c", "d"] and lines[0]["documents"][1]["score"] == 0.9
     qrels = outputs.graded_qrels(path)
     # p = exp(s - best): q1 1.0, 0.67, 0.22, 0.037 -> 3, 3, 1, 0; q2 1.0, 0.61 -> 3, 3
     assert dict(zip(zip(qrels["query_id"], qrels["doc_id"]), qrels["relevance"])) == {
-        ("q1", "a"): 3, ("q1", "b"): 3, ("q1", "c"): 1, ("q1", "d"): 0, ("q2", "b"): 3, ("q2", "e"): 3}
+        ("q1", "a"): 3,
+        ("q1", "b"): 3,
+        ("q1", "c"): 1,
+        ("q1", "d"): 0,
+        ("q2", "b"): 3,
+        ("q2", "e"): 3,
+    }
     import_dataset(path, "zbench", "zelo-roundtrip")
     imported = load_dataset("zelo-roundtrip").qrels.sort_values(["query_id", "doc_id"]).reset_index(drop=True)
-    assert imported[["query_id", "doc_id", "relevance"]].astype({"relevance": "int64"}).equals(
-        qrels.sort_values(["query_id", "doc_id"]).reset_index(drop=True))
+    assert (
+        imported[["query_id", "doc_id", "relevance"]]
+        .astype({"relevance": "int64"})
+        .equals(qrels.sort_values(["query_id", "doc_id"]).reset_index(drop=True))
+    )
     table, read_texts = bench.load_annotated(path)
     assert table["score"].tolist() == scores["score"].tolist() and read_texts.documents["e"] == "text of e"

@@ -19,38 +19,94 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "HF_HUB_OFFLINE": "1",
-            "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow' / 'mlflow.db'}",
-            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "MLFLOW_DISABLE_TELEMETRY": "true",
-            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90"}
+    return {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "HF_HUB_OFFLINE": "1",
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow' / 'mlflow.db'}",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    }
 
 
 def irflow(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "irflow.flows.cli", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_dry_run_prints_calls_and_cost_and_calls_nothing(env: dict[str, str], tmp_path: Path) -> None:
     out = tmp_path / "dry"
-    done = irflow("annotate", "--dataset", "techdocs", "--system", "bm25", "--k", "8", "--queries", "5",
-                  "--judge", "openai(price=0.01):gpt-4o-mini@http://127.0.0.1:9/v1", "--judge", "system:bm25",
-                  "--output", str(out), "--dry-run", env=env)
+    done = irflow(
+        "annotate",
+        "--dataset",
+        "techdocs",
+        "--system",
+        "bm25",
+        "--k",
+        "8",
+        "--queries",
+        "5",
+        "--judge",
+        "openai(price=0.01):gpt-4o-mini@http://127.0.0.1:9/v1",
+        "--judge",
+        "system:bm25",
+        "--output",
+        str(out),
+        "--dry-run",
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     pairs = len(pd.read_parquet(out / "pairs.parquet"))
     row = next(line.split() for line in done.stdout.splitlines() if line.startswith("openai:gpt-4o-mini"))
     assert int(row[1].replace(",", "")) == pairs and float(row[-1]) > 0  # calls, estimated USD
     assert f"{pairs} pairs" in done.stdout and not (out / "votes.jsonl").exists()
 
-    bad = irflow("annotate", "--dataset", "techdocs", "--system", "bm25", "--judge", "oracle:x", "--dry-run",
-                 "--output", str(out), env=env)
+    bad = irflow(
+        "annotate",
+        "--dataset",
+        "techdocs",
+        "--system",
+        "bm25",
+        "--judge",
+        "oracle:x",
+        "--dry-run",
+        "--output",
+        str(out),
+        env=env,
+    )
     assert bad.returncode == 2 and "unknown judge kind 'oracle'" in bad.stderr
 
 
 def test_annotate_techdocs_offline_flow_tracks_and_round_trips(env: dict[str, str], tmp_path: Path) -> None:
     out = tmp_path / "annotation"
-    done = irflow("annotate", "--dataset", "techdocs", "--system", "bm25", "--k", "10", "--queries", "12",
-                  "--judge", "model:minilm", "--judge", "system:bm25", "--benchmark", "bm25", "--output", str(out),
-                  env=env)
+    done = irflow(
+        "annotate",
+        "--dataset",
+        "techdocs",
+        "--system",
+        "bm25",
+        "--k",
+        "10",
+        "--queries",
+        "12",
+        "--judge",
+        "model:minilm",
+        "--judge",
+        "system:bm25",
+        "--benchmark",
+        "bm25",
+        "--output",
+        str(out),
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     pairs = summary["pairs"]
@@ -72,15 +128,17 @@ def test_annotate_techdocs_offline_flow_tracks_and_round_trips(env: dict[str, st
     # would, without encoding the whole corpus in a test.
     import asyncio
 
-    from tasks.annotate import benchmark as bench
-    from tasks.annotate.candidates import Texts
-    from tasks.ingest import import_dataset, load_dataset
+    from irflow.tasks.annotate import benchmark as bench
+    from irflow.tasks.annotate.candidates import Texts
+    from irflow.tasks.ingest import import_dataset, load_dataset
 
     zelo = pd.read_parquet(out / "zelo.parquet")
     techdocs = load_dataset("techdocs")
     dense = asyncio.run(bench.reranker_predictions(bench.ModelReranker("minilm"), zelo, Texts.of(techdocs)))
-    results = {"bm25": summary["benchmarks"]["bm25"]["vs_zelo"],
-               "dense": bench.summarise(bench.benchmark(zelo[["query_id", "doc_id", "score"]], dense))}
+    results = {
+        "bm25": summary["benchmarks"]["bm25"]["vs_zelo"],
+        "dense": bench.summarise(bench.benchmark(zelo[["query_id", "doc_id", "score"]], dense)),
+    }
     for values in results.values():
         assert set(values) == {"nDCG", "nDCG@5", "nDCG@10", "accuracy", "R@5", "R@10"}
         assert all(0.0 <= v <= 1.0 for v in values.values()) and values["accuracy"] > 0.6
@@ -91,7 +149,8 @@ def test_annotate_techdocs_offline_flow_tracks_and_round_trips(env: dict[str, st
     imported = load_dataset("techdocs-zelo").qrels
     trec = pd.read_csv(out / "qrels.trec", sep=" ", names=["query_id", "zero", "doc_id", "relevance"], dtype=str)
     assert set(zip(imported["query_id"], imported["doc_id"], imported["relevance"].astype(int))) == set(
-        zip(trec["query_id"], trec["doc_id"], trec["relevance"].astype(int)))
+        zip(trec["query_id"], trec["doc_id"], trec["relevance"].astype(int))
+    )
     assert len(zelo) == documents and zelo.groupby("query_id")["score"].mean().abs().max() < 1e-9
 
     # the MLflow run: judges, prompt version, counts, agreement, plots
@@ -110,7 +169,24 @@ def test_annotate_techdocs_offline_flow_tracks_and_round_trips(env: dict[str, st
     assert next((tmp_path / "mlflow" / "artifacts").rglob("pair_matrix.png")).is_file()
 
     # rerunning resumes: no judge is called again
-    again = irflow("annotate", "--dataset", "techdocs", "--system", "bm25", "--k", "10", "--queries", "12",
-                   "--judge", "model:minilm", "--judge", "system:bm25", "--output", str(out), "--dry-run", env=env)
+    again = irflow(
+        "annotate",
+        "--dataset",
+        "techdocs",
+        "--system",
+        "bm25",
+        "--k",
+        "10",
+        "--queries",
+        "12",
+        "--judge",
+        "model:minilm",
+        "--judge",
+        "system:bm25",
+        "--output",
+        str(out),
+        "--dry-run",
+        env=env,
+    )
     assert again.returncode == 0 and "total" in again.stdout
     assert next(line for line in again.stdout.splitlines() if line.startswith("total")).split()[1] == "0"

@@ -19,13 +19,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.annotate.candidates import Texts
-from tasks.annotate.judges import JudgeSetupError, make_judge, parse_answer, parse_judge
-from tasks.annotate.pairs import make_pairs
-from tasks.annotate.pipeline import AnnotateConfig, estimate, judge, plan
-from tasks.annotate.runner import run_judges
-from tasks.annotate.store import VoteStore, read_votes
-from tasks.schema import InputError
+from irflow.tasks.annotate.candidates import Texts
+from irflow.tasks.annotate.judges import JudgeSetupError, make_judge, parse_answer, parse_judge
+from irflow.tasks.annotate.pairs import make_pairs
+from irflow.tasks.annotate.pipeline import AnnotateConfig, estimate, judge, plan
+from irflow.tasks.annotate.runner import run_judges
+from irflow.tasks.annotate.store import VoteStore, read_votes
+from irflow.tasks.schema import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-test-DO-NOT-LEAK-1234"
@@ -53,7 +53,7 @@ class FakeChat:
             def log_message(self, *args: object) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 status, payload, headers = outer.answer(self.path, self.headers.get("Authorization"), body)
                 data = json.dumps(payload).encode()
@@ -105,8 +105,10 @@ class FakeChat:
 
 def corpus(n_queries: int, k: int, seed: int = 3) -> tuple[pd.DataFrame, Texts, dict[str, float]]:
     rng = np.random.default_rng(seed)
-    cands = pd.DataFrame([(f"q{q}", f"q{q}d{i}", i + 1) for q in range(n_queries) for i in range(k)],
-                         columns=["query_id", "doc_id", "rank"])
+    cands = pd.DataFrame(
+        [(f"q{q}", f"q{q}d{i}", i + 1) for q in range(n_queries) for i in range(k)],
+        columns=["query_id", "doc_id", "rank"],
+    )
     strength = {d: float(s) for d, s in zip(cands["doc_id"], rng.uniform(-2, 2, len(cands)))}
     texts = Texts({q: f"what is {q}?" for q in cands["query_id"]}, {d: f"{d}: text of {d}" for d in cands["doc_id"]})
     return cands, texts, strength
@@ -126,11 +128,13 @@ def chat() -> Iterator[type[FakeChat]]:
 
 
 def test_prompt_changes_bump_its_version() -> None:
-    from tasks.annotate.judges import PROMPT_SHA256, PROMPT_VERSION
+    from irflow.tasks.annotate.judges import PROMPT_SHA256, PROMPT_VERSION
 
     # Votes are resumed per (judge, version): edit the prompt -> bump PROMPT_VERSION, then update this pin.
     assert (PROMPT_VERSION, PROMPT_SHA256) == (
-        "pairwise-v1", "0fda18f3e864c729a36f557783fea1f629d3409742bf4bd1ad143832a51e345f")
+        "pairwise-v1",
+        "0fda18f3e864c729a36f557783fea1f629d3409742bf4bd1ad143832a51e345f",
+    )
 
 
 def test_answers_parse_with_fences_and_fail_clearly() -> None:
@@ -145,8 +149,9 @@ def test_answers_parse_with_fences_and_fail_clearly() -> None:
         parse_judge("oracle:gpt")
 
 
-def test_llm_judge_swaps_retries_and_counts_malformed_answers(chat, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                               caplog: pytest.LogCaptureFixture) -> None:
+def test_llm_judge_swaps_retries_and_counts_malformed_answers(
+    chat, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     cands, texts, strength = corpus(n_queries=3, k=6)
     server = chat(strength)
     pairs = make_pairs(cands, cycles=2, seed=5)
@@ -171,8 +176,9 @@ def test_llm_judge_swaps_retries_and_counts_malformed_answers(chat, tmp_path: Pa
     assert np.allclose(valid["raw_score"], np.where(valid["swapped"], -truth, truth))  # ... as the judge answered
     shown = dict(zip(map(frozenset, server.shown), server.shown))
     for _, row in valid.iterrows():
-        assert shown[frozenset((row["doc_a"], row["doc_b"]))] == ((row["doc_b"], row["doc_a"]) if row["swapped"]
-                                                                  else (row["doc_a"], row["doc_b"]))
+        assert shown[frozenset((row["doc_a"], row["doc_b"]))] == (
+            (row["doc_b"], row["doc_a"]) if row["swapped"] else (row["doc_a"], row["doc_b"])
+        )
     assert f"missing vote: judge sim, pair {first['pair_id']}" in caplog.text  # logged, with the reason
     assert SECRET not in (tmp_path / "votes.jsonl").read_text() and SECRET not in caplog.text
 
@@ -202,7 +208,7 @@ def write_query_documents(path: Path, cands: pd.DataFrame, texts: Texts) -> Path
 
 
 def test_killed_annotation_resumes_with_exactly_the_remaining_calls(chat, tmp_path: Path) -> None:
-    from tasks.ingest import import_dataset
+    from irflow.tasks.ingest import import_dataset
 
     cands, texts, strength = corpus(n_queries=2, k=6)
     import_dataset(write_query_documents(tmp_path / "docs.jsonl", cands, texts), "zbench", "zb-kill")
@@ -211,10 +217,17 @@ def test_killed_annotation_resumes_with_exactly_the_remaining_calls(chat, tmp_pa
     server.hang_after = done_before_kill
     out = tmp_path / "annotation"
     spec = f"openai(concurrency=1,max_retries=0,name=sim):sim@{server.url}"
-    script = ("import sys\nfrom tasks.annotate.pipeline import AnnotateConfig, plan, judge\n"
-              "judge(plan(AnnotateConfig(dataset='zb-kill', output=sys.argv[1], k=None, judges=(sys.argv[2],))))\n")
-    proc = subprocess.Popen([sys.executable, "-c", script, str(out), spec], cwd=ROOT, env=os.environ.copy(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    script = (
+        "import sys\nfrom irflow.tasks.annotate.pipeline import AnnotateConfig, plan, judge\n"
+        "judge(plan(AnnotateConfig(dataset='zb-kill', output=sys.argv[1], k=None, judges=(sys.argv[2],))))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(out), spec],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 120
         while server.requests <= done_before_kill and time.monotonic() < deadline and proc.poll() is None:
@@ -246,7 +259,7 @@ def test_sdk_judges_against_a_local_server(kind: str, module: str, monkeypatch: 
     pytest.importorskip(module)
     import asyncio
 
-    from tasks.annotate.judges import Battle
+    from irflow.tasks.annotate.judges import Battle
 
     answer = json.dumps({"reasoning": "B answers it", "score": 0.75})
     paths: list[str] = []
@@ -255,16 +268,24 @@ def test_sdk_judges_against_a_local_server(kind: str, module: str, monkeypatch: 
         def log_message(self, *args: object) -> None:
             pass
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             paths.append(self.path)
             if kind == "anthropic":
-                out = {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
-                       "content": [{"type": "text", "text": answer}], "stop_reason": "end_turn",
-                       "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5}}
+                out = {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body["model"],
+                    "content": [{"type": "text", "text": answer}],
+                    "stop_reason": "end_turn",
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 10, "output_tokens": 5},
+                }
             else:
-                out = {"candidates": [{"content": {"role": "model", "parts": [{"text": answer}]},
-                                       "finishReason": "STOP"}]}
+                out = {
+                    "candidates": [{"content": {"role": "model", "parts": [{"text": answer}]}, "finishReason": "STOP"}]
+                }
             data = json.dumps(out).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")

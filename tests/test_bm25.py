@@ -7,12 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks import bm25
-from tasks.config import cache_dir
-from tasks.retrieve import fuse_rrf, measure_latency, retrieve
-from tasks.runs import order_run
-from tasks.schema import Dataset, InputError
-from tasks.systems import BM25Spec, parse_system
+from irflow.tasks import bm25
+from irflow.tasks.config import cache_dir
+from irflow.tasks.retrieve import fuse_rrf, measure_latency, retrieve
+from irflow.tasks.runs import order_run
+from irflow.tasks.schema import Dataset, InputError
+from irflow.tasks.systems import BM25Spec, parse_system
 
 
 def ndcg_at_10(dataset: Dataset, run: pd.DataFrame) -> float:
@@ -29,15 +29,23 @@ def ndcg_at_10(dataset: Dataset, run: pd.DataFrame) -> float:
 
 
 def tiny_dataset(ignore_identical_ids: bool = False) -> Dataset:
-    corpus = pd.DataFrame({
-        "doc_id": ["d1", "d2", "d3", "q1", "d5"],
-        "title": ["Cats", "Dogs", "", "Cats and dogs", None],
-        "text": ["cats purr and sleep", "dogs bark loudly", "birds sing songs", "cats chase dogs", "fish swim"],
-    })
+    corpus = pd.DataFrame(
+        {
+            "doc_id": ["d1", "d2", "d3", "q1", "d5"],
+            "title": ["Cats", "Dogs", "", "Cats and dogs", None],
+            "text": ["cats purr and sleep", "dogs bark loudly", "birds sing songs", "cats chase dogs", "fish swim"],
+        }
+    )
     queries = pd.DataFrame({"query_id": ["q1", "q2", "q3"], "text": ["cats dogs", "the and of", "zebras"]})
     qrels = pd.DataFrame({"query_id": ["q1"], "doc_id": ["d1"], "relevance": [1]})
-    return Dataset("tiny", "test", corpus, queries, qrels,
-                   {"fingerprint": f"tiny-{ignore_identical_ids}", "ignore_identical_ids": ignore_identical_ids})
+    return Dataset(
+        "tiny",
+        "test",
+        corpus,
+        queries,
+        qrels,
+        {"fingerprint": f"tiny-{ignore_identical_ids}", "ignore_identical_ids": ignore_identical_ids},
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -79,8 +87,9 @@ def test_vectorised_index_equals_bm25s_own_build(beir_dataset, method: str) -> N
         assert ours.nonoccurrence_array is None and reference.nonoccurrence_array is None
     queries = bm25.tokenize(dataset.queries["text"].tolist()[:50], spec, return_ids=False)
     ids = [[reference.vocab_dict[t] for t in q if t in reference.vocab_dict] or [0] for q in queries]
-    np.testing.assert_array_equal(ours.retrieve(ids, k=20, show_progress=False)[1],
-                                  reference.retrieve(ids, k=20, show_progress=False)[1])
+    np.testing.assert_array_equal(
+        ours.retrieve(ids, k=20, show_progress=False)[1], reference.retrieve(ids, k=20, show_progress=False)[1]
+    )
 
 
 @pytest.mark.shared
@@ -94,7 +103,9 @@ def test_parameter_sweep_tokenizes_the_corpus_once(beir_dataset, monkeypatch: py
 
     calls: list[int] = []
     real_tokenize = bm25.tokenize
-    monkeypatch.setattr(bm25, "tokenize", lambda texts, spec, **kw: calls.append(len(texts)) or real_tokenize(texts, spec, **kw))
+    monkeypatch.setattr(
+        bm25, "tokenize", lambda texts, spec, **kw: calls.append(len(texts)) or real_tokenize(texts, spec, **kw)
+    )
     swept = bm25.search(dataset, "bm25:k1=1.2,b=0.75", depth=10)
     assert calls == [len(dataset.queries)]  # the queries only: the corpus tokens came from the cache
     index = bm25.load_index(dataset, "bm25:k1=1.2,b=0.75")
@@ -149,7 +160,9 @@ def test_shallow_run_is_prefix_of_deep_run(beir_dataset, system: str) -> None:
     ids, texts = dataset.queries["query_id"].tolist(), dataset.queries["text"].tolist()
     deep = index.search(ids, texts, 1000)
     for depth in (1, 10, 100):
-        pd.testing.assert_frame_equal(index.search(ids, texts, depth), deep[deep["rank"] <= depth].reset_index(drop=True))
+        pd.testing.assert_frame_equal(
+            index.search(ids, texts, depth), deep[deep["rank"] <= depth].reset_index(drop=True)
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,8 +194,10 @@ def test_bm25_rejects_non_bm25_spec_and_empty_corpus() -> None:
 
 def test_cache_key_covers_the_index_inputs() -> None:
     dataset = tiny_dataset()
-    keys = {bm25.cache_key(dataset, parse_system(s)) for s in
-            ["bm25", "bm25:k1=1", "bm25:b=0.5", "bm25:method=atire", "bm25:stemmer=none", "bm25:stopwords=none"]}
+    keys = {
+        bm25.cache_key(dataset, parse_system(s))
+        for s in ["bm25", "bm25:k1=1", "bm25:b=0.5", "bm25:method=atire", "bm25:stemmer=none", "bm25:stopwords=none"]
+    }
     keys.add(bm25.cache_key(tiny_dataset(ignore_identical_ids=True), BM25Spec()))  # other fingerprint
     assert len(keys) == 7
 
@@ -197,7 +212,7 @@ def test_ignore_identical_ids_keeps_depth() -> None:
 
 def fake_dense(monkeypatch: pytest.MonkeyPatch, rows: list[tuple[str, str, float]]) -> list[int]:
     """Replace tasks.embed.dense_search by a fixed run; returns the depths it was asked for."""
-    from tasks import embed
+    from irflow.tasks import embed
 
     asked: list[int] = []
 
@@ -214,9 +229,14 @@ def test_retrieve_hybrid_is_rrf_of_members(monkeypatch: pytest.MonkeyPatch) -> N
     dataset = tiny_dataset()
     result = retrieve(dataset, "hybrid(weights=1:2):bm25+dense:minilm", depth=3)
     assert asked == [100]  # members are fetched at max(depth, 100)
-    members = [retrieve(dataset, "bm25", depth=100).run,
-               order_run(pd.DataFrame([("q1", "d5", 0.9), ("q1", "d1", 0.8), ("q3", "d3", 0.7)],
-                                      columns=["query_id", "doc_id", "score"]))]
+    members = [
+        retrieve(dataset, "bm25", depth=100).run,
+        order_run(
+            pd.DataFrame(
+                [("q1", "d5", 0.9), ("q1", "d1", 0.8), ("q3", "d3", 0.7)], columns=["query_id", "doc_id", "score"]
+            )
+        ),
+    ]
     expected = fuse_rrf(members, [1.0, 2.0], 60)
     pd.testing.assert_frame_equal(result.run, expected[expected["rank"] <= 3].reset_index(drop=True))
     assert result.run[result.run["query_id"] == "q1"]["doc_id"].tolist() == ["d1", "d5", "q1"]
@@ -226,7 +246,7 @@ def test_retrieve_hybrid_is_rrf_of_members(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_retrieve_rerank_rescores_top_n(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tasks import embed
+    from irflow.tasks import embed
 
     calls: list[tuple[str, list]] = []
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from _scifact import scifact
-from tasks import embed
-from tasks.schema import Dataset, UnknownNameError
-from tasks.systems import DenseSpec
+
+from irflow.tasks import embed
+from irflow.tasks.schema import Dataset, UnknownNameError
+from irflow.tasks.systems import DenseSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 SEQ = 128  # short sequences: the tests check caching, not quality
@@ -63,7 +63,10 @@ def _copy_model(src: str, dst: Path) -> Path:
 
 
 def test_import_is_lazy():
-    code = "import sys, tasks.embed, tasks.index; print(sorted(m for m in ('torch', 'sentence_transformers', 'faiss', 'transformers') if m in sys.modules))"
+    code = (
+        "import sys, irflow.tasks.embed, irflow.tasks.index; print(sorted(m for m in "
+        "('torch', 'sentence_transformers', 'faiss', 'transformers') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -101,7 +104,9 @@ def test_model_identity_hashes_weights_and_configs(minilm, tmp_path):
     same = embed.resolve_model(str(copy))
     assert same.identity == minilm.identity and minilm.identity.startswith("sha256:")
     pooling = copy / "1_Pooling" / "config.json"
-    pooling.write_text(pooling.read_text().replace('"pooling_mode_mean_tokens": true', '"pooling_mode_mean_tokens": false'))
+    pooling.write_text(
+        pooling.read_text().replace('"pooling_mode_mean_tokens": true', '"pooling_mode_mean_tokens": false')
+    )
     assert embed.resolve_model(str(copy)).identity != minilm.identity
     snapshot = tmp_path / "models--org--name" / "snapshots" / ("a" * 40)
     shutil.copytree(minilm.path, snapshot)
@@ -118,7 +123,7 @@ def test_hugging_face_names_resolve_from_the_hub_cache(minilm, tmp_path):
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(commit)
     code = textwrap.dedent("""
-        from tasks import embed
+        from irflow.tasks import embed
         m = embed.resolve_model("irflow-test/tiny")
         print(m.name, m.revision, m.identity, sep="\\n")
         try:
@@ -174,7 +179,7 @@ def test_killed_encode_resumes_from_finished_chunks(docs, minilm, reference, tmp
     texts_file.write_text(json.dumps(docs))
     script = textwrap.dedent(f"""
         import json, os, signal
-        from tasks import embed
+        from irflow.tasks import embed
         ids, texts = json.load(open({str(texts_file)!r}))
         def die(chunk):
             os.kill(os.getpid(), signal.SIGKILL)
@@ -269,8 +274,14 @@ def test_dense_search_drops_self_hits_when_asked(docs):
     # queries whose id and text are a document's: each would retrieve itself first
     corpus = dataset.corpus.head(30)
     queries = corpus.head(5).rename(columns={"doc_id": "query_id"})[["query_id", "text"]]
-    twin = Dataset("self-hits", "test", corpus, queries, dataset.qrels.head(0),
-                   {"fingerprint": "self-hits", "ignore_identical_ids": True})
+    twin = Dataset(
+        "self-hits",
+        "test",
+        corpus,
+        queries,
+        dataset.qrels.head(0),
+        {"fingerprint": "self-hits", "ignore_identical_ids": True},
+    )
     run = embed.dense_search(twin, DenseSpec(model="minilm", max_seq_length=SEQ), depth=5)
     assert (run["query_id"] != run["doc_id"]).all() and run.groupby("query_id").size().eq(5).all()
 

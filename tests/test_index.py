@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from _scifact import scifact
-from tasks import embed
-from tasks.index import build_index, resolve_params
-from tasks.schema import InputError, UnknownNameError
+
+from irflow.tasks import embed
+from irflow.tasks.index import build_index, resolve_params
+from irflow.tasks.schema import InputError, UnknownNameError
+
 
 @pytest.fixture(scope="module")
 def vectors(tmp_path_factory):
@@ -17,10 +18,12 @@ def vectors(tmp_path_factory):
     model = embed.resolve_model("minilm")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("IRFLOW_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        docs = embed.embed_texts(dataset.corpus["doc_id"], embed.document_texts(dataset.corpus), model,
-                                 role="document", max_seq_length=128)
-        queries = embed.embed_texts(dataset.queries["query_id"], dataset.queries["text"], model,
-                                    role="query", max_seq_length=128)
+        docs = embed.embed_texts(
+            dataset.corpus["doc_id"], embed.document_texts(dataset.corpus), model, role="document", max_seq_length=128
+        )
+        queries = embed.embed_texts(
+            dataset.queries["query_id"], dataset.queries["text"], model, role="query", max_seq_length=128
+        )
     return docs.vectors, queries.vectors
 
 
@@ -62,16 +65,18 @@ def test_index_cache_is_reused_and_keyed_on_build_params(vectors, tmp_path):
     again = build_index(docs, "hnsw", {"M": 16, "efSearch": 32}, cache_dir=tmp_path)  # search-only change
     assert again.from_cache and again.path == first.path and again.params["efSearch"] == 32
     assert again.build_seconds == pytest.approx(first.build_seconds)
-    np.testing.assert_array_equal(build_index(docs, "hnsw", {"M": 16}, cache_dir=tmp_path).search(queries, 10)[1],
-                                  first.search(queries, 10)[1])
+    np.testing.assert_array_equal(
+        build_index(docs, "hnsw", {"M": 16}, cache_dir=tmp_path).search(queries, 10)[1], first.search(queries, 10)[1]
+    )
     other = build_index(docs, "hnsw", {"M": 8}, cache_dir=tmp_path)
     assert not other.from_cache and other.path != first.path
     assert len(list(tmp_path.glob("index-hnsw-*.faiss"))) == 2
 
 
 @pytest.mark.shared
-@pytest.mark.parametrize("kind, params", [("ivf", {"nlist": 8, "nprobe": 8}),
-                                          ("ivfpq", {"nlist": 4, "nprobe": 4, "m": 48, "nbits": 6})])
+@pytest.mark.parametrize(
+    "kind, params", [("ivf", {"nlist": 8, "nprobe": 8}), ("ivfpq", {"nlist": 4, "nprobe": 4, "m": 48, "nbits": 6})]
+)
 def test_ivf_builds_are_deterministic_and_accurate(vectors, tmp_path, kind, params):
     docs, queries = vectors
     a = build_index(docs, kind, params, cache_dir=tmp_path / "a")

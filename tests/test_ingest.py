@@ -12,13 +12,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tasks import ingest
-from tasks.ingest import beir, canonical
-from tasks.schema import DownloadError, InputError, UnknownNameError
+from irflow.tasks import ingest
+from irflow.tasks.ingest import beir, canonical
+from irflow.tasks.schema import DownloadError, InputError, UnknownNameError
 
 
-def write_beir(folder: Path, corpus: list[dict] | str, queries: list[dict] | str, qrels: str,
-               split: str = "test") -> Path:
+def write_beir(
+    folder: Path, corpus: list[dict] | str, queries: list[dict] | str, qrels: str, split: str = "test"
+) -> Path:
     """A small BEIR-layout folder; lists are written as JSONL, strings verbatim."""
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
     for name, rows in (("corpus.jsonl", corpus), ("queries.jsonl", queries)):
@@ -34,8 +35,11 @@ def imported(*args, **kwargs):
     return ingest.load_dataset(manifest["name"], manifest["split"])
 
 
-DOCS = [{"_id": "d1", "title": "Alpha", "text": "first doc"}, {"_id": "d2", "title": "", "text": "second doc"},
-        {"_id": "3", "title": "Gamma", "text": "third", "metadata": {"doc_type": "code"}}]
+DOCS = [
+    {"_id": "d1", "title": "Alpha", "text": "first doc"},
+    {"_id": "d2", "title": "", "text": "second doc"},
+    {"_id": "3", "title": "Gamma", "text": "third", "metadata": {"doc_type": "code"}},
+]
 QUERIES = [{"_id": "q1", "text": "alpha?"}, {"_id": "q2", "text": "second?"}, {"_id": "q3", "text": "unjudged"}]
 QRELS = "query-id\tcorpus-id\tscore\r\nq1\td1\t2\r\nq1\t3\t0\r\nq2\td2\t1\r\n"
 
@@ -114,7 +118,7 @@ def test_interrupted_download_is_never_taken_for_complete(tmp_path: Path) -> Non
     class Truncating(http.server.BaseHTTPRequestHandler):
         calls = 0
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             Truncating.calls += 1
             self.send_response(200)
             self.send_header("Content-Length", "100000")
@@ -183,12 +187,15 @@ def _zip_with(path: Path, name: str, data: bytes = b"x", mode: int | None = None
     return path
 
 
-@pytest.mark.parametrize("member, mode, why", [
-    ("../evil.txt", None, "escapes"),
-    ("toy/../../evil.txt", None, "escapes"),
-    ("/tmp/irflow-evil.txt", None, "absolute"),
-    ("toy/link", stat.S_IFLNK | 0o777, "link"),
-])
+@pytest.mark.parametrize(
+    "member, mode, why",
+    [
+        ("../evil.txt", None, "escapes"),
+        ("toy/../../evil.txt", None, "escapes"),
+        ("/tmp/irflow-evil.txt", None, "absolute"),
+        ("toy/link", stat.S_IFLNK | 0o777, "link"),
+    ],
+)
 def test_zip_slip_is_refused_and_nothing_written(tmp_path: Path, member: str, mode: int | None, why: str) -> None:
     archive = _zip_with(tmp_path / "a.zip", member, b"/etc/passwd" if mode else b"x", mode)
     dest = tmp_path / "out" / "toy"
@@ -216,10 +223,23 @@ def test_canonical_tables_ids_metadata_and_dropped_qrels(tmp_path: Path) -> None
     assert sorted(dataset.queries["query_id"]) == ["q1", "q2"], "only judged queries of the split"
     assert dataset.qrels["relevance"].dtype == "int64"
     assert dataset.grades() == {0: 1, 1: 1, 2: 1}
-    assert dataset.manifest["dropped_qrels"] == {"unknown_query": 1, "unknown_doc": 1, "duplicate": 1,
-                                                 "examples": ["q1 -> nope", "q9 -> d1"]}
-    assert set(dataset.manifest) >= {"name", "split", "documents", "queries", "judgements", "grades",
-                                     "fingerprint", "source", "irflow_version"}
+    assert dataset.manifest["dropped_qrels"] == {
+        "unknown_query": 1,
+        "unknown_doc": 1,
+        "duplicate": 1,
+        "examples": ["q1 -> nope", "q9 -> d1"],
+    }
+    assert set(dataset.manifest) >= {
+        "name",
+        "split",
+        "documents",
+        "queries",
+        "judgements",
+        "grades",
+        "fingerprint",
+        "source",
+        "irflow_version",
+    }
     assert (dataset.manifest["documents"], dataset.manifest["queries"], dataset.manifest["judgements"]) == (3, 2, 3)
 
 
@@ -247,14 +267,26 @@ def test_second_load_reads_the_store(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("corpus, match", [
-    ('{"_id": "d1", "text": "ok"}\n{"_id": "d2", "text": "broken\n', r"corpus\.jsonl:2: malformed JSON"),
-    ('{"_id": "d1", "text": "ok"}\n{"title": "t", "text": "no id"}\n', r"corpus\.jsonl:2: missing required field '_id'"),
-    ('{"_id": "d1", "text": "ok"}\n{"_id": "d2", "title": "no text"}\n', r"corpus\.jsonl:2: missing required field 'text'"),
-    ('{"_id": "d1", "text": "ok"}\n[1, 2]\n', r"corpus\.jsonl:2: expected a JSON object"),
-    ('{"_id": "d1", "text": "a"}\n{"_id": "d2", "text": "b"}\n{"_id": "d1", "text": "c"}\n', r"duplicate document id 'd1'"),
-    ("", r"the corpus is empty"),
-])
+@pytest.mark.parametrize(
+    "corpus, match",
+    [
+        ('{"_id": "d1", "text": "ok"}\n{"_id": "d2", "text": "broken\n', r"corpus\.jsonl:2: malformed JSON"),
+        (
+            '{"_id": "d1", "text": "ok"}\n{"title": "t", "text": "no id"}\n',
+            r"corpus\.jsonl:2: missing required field '_id'",
+        ),
+        (
+            '{"_id": "d1", "text": "ok"}\n{"_id": "d2", "title": "no text"}\n',
+            r"corpus\.jsonl:2: missing required field 'text'",
+        ),
+        ('{"_id": "d1", "text": "ok"}\n[1, 2]\n', r"corpus\.jsonl:2: expected a JSON object"),
+        (
+            '{"_id": "d1", "text": "a"}\n{"_id": "d2", "text": "b"}\n{"_id": "d1", "text": "c"}\n',
+            r"duplicate document id 'd1'",
+        ),
+        ("", r"the corpus is empty"),
+    ],
+)
 def test_bad_corpus(tmp_path: Path, corpus: str, match: str) -> None:
     folder = write_beir(tmp_path / "bad", corpus, QUERIES, "q1\td1\t1\n")
     with pytest.raises(InputError, match=match):
@@ -276,14 +308,17 @@ def test_duplicate_query_id_names_the_id_and_both_lines(tmp_path: Path) -> None:
         ingest.import_dataset(write_beir(tmp_path / "t", DOCS, queries, QRELS), "beir", "t")
 
 
-@pytest.mark.parametrize("qrels, match", [
-    ("query-id\tcorpus-id\tscore\nq1\td1\thigh\n", r"test\.tsv:2: relevance grade 'high' is not an integer"),
-    ("q1\td1\t1.5\n", r"test\.tsv:1: relevance grade '1.5' is not an integer"),
-    ("q1\td1\n", r"test\.tsv:1: expected 3 tab-separated fields"),
-    ("q1\td1\t1\nq1\td1\t2\n", r"test\.tsv:2: query 'q1' and document 'd1' judged twice"),
-    ("q9\td1\t1\nq1\tzz\t1\n", r"no judged queries"),
-    ("query-id\tcorpus-id\tscore\n", r"no judged queries"),
-])
+@pytest.mark.parametrize(
+    "qrels, match",
+    [
+        ("query-id\tcorpus-id\tscore\nq1\td1\thigh\n", r"test\.tsv:2: relevance grade 'high' is not an integer"),
+        ("q1\td1\t1.5\n", r"test\.tsv:1: relevance grade '1.5' is not an integer"),
+        ("q1\td1\n", r"test\.tsv:1: expected 3 tab-separated fields"),
+        ("q1\td1\t1\nq1\td1\t2\n", r"test\.tsv:2: query 'q1' and document 'd1' judged twice"),
+        ("q9\td1\t1\nq1\tzz\t1\n", r"no judged queries"),
+        ("query-id\tcorpus-id\tscore\n", r"no judged queries"),
+    ],
+)
 def test_bad_qrels(tmp_path: Path, qrels: str, match: str) -> None:
     with pytest.raises(InputError, match=match):
         ingest.import_dataset(write_beir(tmp_path / "t", DOCS, QUERIES, qrels), "beir", "t")
@@ -331,8 +366,14 @@ def test_msmarco_native_files(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
 def test_column_mapped_tables(tmp_path: Path, fmt: str) -> None:
-    corpus = pd.DataFrame({"id": [1, 2, 3], "heading": ["A", "B", "C"], "body": ["x y", "y z", "z"],
-                           "doc_type": ["guide", "code", "forum"]})
+    corpus = pd.DataFrame(
+        {
+            "id": [1, 2, 3],
+            "heading": ["A", "B", "C"],
+            "body": ["x y", "y z", "z"],
+            "doc_type": ["guide", "code", "forum"],
+        }
+    )
     queries = pd.DataFrame({"qid": ["a", "b"], "question": ["x?", "z?"], "category": ["c1", "c2"]})
     qrels = pd.DataFrame({"qid": ["a", "b", "b"], "docid": [1, 2, 3], "label": [2, 0, 1]})
     for name, frame in (("corpus", corpus), ("queries", queries), ("qrels", qrels)):
@@ -355,9 +396,15 @@ def test_column_mapped_tables(tmp_path: Path, fmt: str) -> None:
 
 def test_zbench_annotated_and_unannotated(tmp_path: Path) -> None:
     def line(qid: str, docs: list[tuple[str, float | None]]) -> str:
-        return json.dumps({"query": {"id": qid, "query": f"query {qid}"},
-                           "documents": [{"id": d, "content": f"text of {d}", "metadata": {"page": 1},
-                                          **({} if s is None else {"score": s})} for d, s in docs]})
+        return json.dumps(
+            {
+                "query": {"id": qid, "query": f"query {qid}"},
+                "documents": [
+                    {"id": d, "content": f"text of {d}", "metadata": {"page": 1}, **({} if s is None else {"score": s})}
+                    for d, s in docs
+                ],
+            }
+        )
 
     plain = tmp_path / "plain.jsonl"
     plain.write_text(line("q1", [("a", None), ("b", None)]) + "\n" + line("q2", [("b", None), ("c", None)]) + "\n")
@@ -377,8 +424,12 @@ def test_zbench_annotated_and_unannotated(tmp_path: Path) -> None:
     assert "exp(score - best score)" in graded.manifest["source"]["grading"]
 
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(line("q1", [("a", None)]) + "\n" + json.dumps({"query": {"id": "q2", "query": "x"},
-                                                                    "documents": [{"id": "a", "content": "other"}]}) + "\n")
+    bad.write_text(
+        line("q1", [("a", None)])
+        + "\n"
+        + json.dumps({"query": {"id": "q2", "query": "x"}, "documents": [{"id": "a", "content": "other"}]})
+        + "\n"
+    )
     with pytest.raises(InputError, match=r"bad\.jsonl:2: document id 'a' appears with different content"):
         ingest.import_dataset(bad, "zbench", "zb-bad")
 

@@ -1,4 +1,4 @@
-"""tasks.metrics against pytrec_eval (trec_eval 9) and against hand-computed values.
+"""irflow.tasks.metrics against pytrec_eval (trec_eval 9) and against hand-computed values.
 
 * hand-built edge cases and a seeded randomized property test, compared per query and in the
   mean with pytrec_eval to 1e-9 (pytrec_eval leaves judged queries that are absent from the run
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import FrozenInstanceError
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,7 +18,7 @@ import pytest
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
-from tasks.metrics import (  # noqa: E402
+from irflow.tasks.metrics import (  # noqa: E402
     Measure,
     evaluate,
     expand,
@@ -30,7 +29,7 @@ from tasks.metrics import (  # noqa: E402
     precision,
     reciprocal_rank,
 )
-from tasks.schema import InputError, UnknownNameError  # noqa: E402
+from irflow.tasks.schema import InputError, UnknownNameError  # noqa: E402
 
 TOL = 1e-9
 
@@ -59,7 +58,9 @@ def _pytrec(qrels_d: dict, run_d: dict, names: set[str], level: int) -> dict:
     return pytrec_eval.RelevanceEvaluator(qrels_d, names, relevance_level=level).evaluate(run_d)
 
 
-def reference(run: pd.DataFrame, qrels: pd.DataFrame, measures: list[Measure], relevance_level: int = 1) -> pd.DataFrame:
+def reference(
+    run: pd.DataFrame, qrels: pd.DataFrame, measures: list[Measure], relevance_level: int = 1
+) -> pd.DataFrame:
     """Expected per-query values from pytrec_eval, wide (query_id × measure name).
 
     Judged queries missing from pytrec_eval's answer (absent from the run) get 0, as trec_eval -c.
@@ -94,8 +95,13 @@ def reference(run: pd.DataFrame, qrels: pd.DataFrame, measures: list[Measure], r
             res = _pytrec(qrels_d, run_d, {f"P.{k}", "num_rel"}, rel)
             put(m.name, res, lambda v, k=k: (v[f"P_{k}"] * k / min(k, v["num_rel"])) if v["num_rel"] else 0.0)
         else:
-            te = {"P": ("P", "P"), "R": ("recall", "set_recall"), "AP": ("map_cut", "map"),
-                  "Success": ("success", None), "Rprec": (None, "Rprec")}[m.family]
+            te = {
+                "P": ("P", "P"),
+                "R": ("recall", "set_recall"),
+                "AP": ("map_cut", "map"),
+                "Success": ("success", None),
+                "Rprec": (None, "Rprec"),
+            }[m.family]
             if k is None:
                 put(m.name, _pytrec(qrels_d, run_d, {te[1]}, rel), te[1])
             else:
@@ -103,7 +109,9 @@ def reference(run: pd.DataFrame, qrels: pd.DataFrame, measures: list[Measure], r
     return out
 
 
-def assert_matches(run: pd.DataFrame, qrels: pd.DataFrame, measures: list[Measure], relevance_level: int = 1) -> pd.DataFrame:
+def assert_matches(
+    run: pd.DataFrame, qrels: pd.DataFrame, measures: list[Measure], relevance_level: int = 1
+) -> pd.DataFrame:
     per_query = evaluate(run, qrels, measures, relevance_level=relevance_level)
     got = per_query.pivot(index="query_id", columns="measure", values="value")
     want = reference(run, qrels, measures, relevance_level)
@@ -128,9 +136,23 @@ ALL_FAMILIES = ["nDCG", "P", "R", "R_cap", "RR", "AP", "Success"]
 
 def all_measures(cutoffs=(1, 2, 3, 5, 10, 100)) -> list[Measure]:
     return expand(ALL_FAMILIES, list(cutoffs)) + parse_measures(
-        ["RR", "AP", "R", "nDCG", "Rprec", "nDCG(dcg='exp-log2')@5", "nDCG(dcg='exp-log2')@10",
-         "P(rel=2)@5", "R(rel=2)@10", "AP(rel=2)@10", "AP(rel=2)", "RR(rel=2)@3", "Success(rel=2)@5",
-         "Rprec(rel=2)", "R_cap(rel=2)@5"]
+        [
+            "RR",
+            "AP",
+            "R",
+            "nDCG",
+            "Rprec",
+            "nDCG(dcg='exp-log2')@5",
+            "nDCG(dcg='exp-log2')@10",
+            "P(rel=2)@5",
+            "R(rel=2)@10",
+            "AP(rel=2)@10",
+            "AP(rel=2)",
+            "RR(rel=2)@3",
+            "Success(rel=2)@5",
+            "Rprec(rel=2)",
+            "R_cap(rel=2)@5",
+        ]
     )
 
 
@@ -151,31 +173,61 @@ def qrels_df(rows) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- (a) edge cases
 
-EDGE_QRELS = qrels_df([
-    # ties: a, b, c all score 1.0 -> trec order c, b, a (doc id descending)
-    ("ties", "a", 1), ("ties", "b", 0), ("ties", "c", 0), ("ties", "z", 2),
-    # numeric-looking ids tie: strcmp puts "9" above "10" above "1"
-    ("num", "10", 1), ("num", "9", 0), ("num", "1", 2),
-    # no relevant judgement at all (every grade 0)
-    ("norel", "x", 0), ("norel", "y", 0),
-    # judged but missing from the run
-    ("missing", "m1", 1), ("missing", "m2", 2),
-    # graded, with a run shorter than most cutoffs, an unjudged doc and a negative grade
-    ("graded", "g1", 3), ("graded", "g2", 2), ("graded", "g3", 1), ("graded", "g4", 0),
-    ("graded", "g5", 2), ("graded", "neg", -1),
-    # non-ASCII ids in a tie (UTF-8 byte order == code point order)
-    ("utf", "é", 1), ("utf", "z", 0), ("utf", "e", 1),
-])
+EDGE_QRELS = qrels_df(
+    [
+        # ties: a, b, c all score 1.0 -> trec order c, b, a (doc id descending)
+        ("ties", "a", 1),
+        ("ties", "b", 0),
+        ("ties", "c", 0),
+        ("ties", "z", 2),
+        # numeric-looking ids tie: strcmp puts "9" above "10" above "1"
+        ("num", "10", 1),
+        ("num", "9", 0),
+        ("num", "1", 2),
+        # no relevant judgement at all (every grade 0)
+        ("norel", "x", 0),
+        ("norel", "y", 0),
+        # judged but missing from the run
+        ("missing", "m1", 1),
+        ("missing", "m2", 2),
+        # graded, with a run shorter than most cutoffs, an unjudged doc and a negative grade
+        ("graded", "g1", 3),
+        ("graded", "g2", 2),
+        ("graded", "g3", 1),
+        ("graded", "g4", 0),
+        ("graded", "g5", 2),
+        ("graded", "neg", -1),
+        # non-ASCII ids in a tie (UTF-8 byte order == code point order)
+        ("utf", "é", 1),
+        ("utf", "z", 0),
+        ("utf", "e", 1),
+    ]
+)
 
-EDGE_RUN = run_df([
-    ("ties", "a", 1.0), ("ties", "b", 1.0), ("ties", "c", 1.0), ("ties", "d", 0.5), ("ties", "z", 0.5),
-    ("num", "1", 3.0), ("num", "10", 3.0), ("num", "9", 3.0),
-    ("norel", "x", 2.0), ("norel", "w", 1.0),
-    ("graded", "g4", 9.5), ("graded", "neg", 9.0), ("graded", "u1", 8.0), ("graded", "g2", 7.0),
-    ("graded", "g1", -1.0),
-    ("utf", "e", 0.0), ("utf", "é", 0.0), ("utf", "z", 0.0),
-    ("unjudged-query", "a", 5.0), ("unjudged-query", "b", 4.0),
-])
+EDGE_RUN = run_df(
+    [
+        ("ties", "a", 1.0),
+        ("ties", "b", 1.0),
+        ("ties", "c", 1.0),
+        ("ties", "d", 0.5),
+        ("ties", "z", 0.5),
+        ("num", "1", 3.0),
+        ("num", "10", 3.0),
+        ("num", "9", 3.0),
+        ("norel", "x", 2.0),
+        ("norel", "w", 1.0),
+        ("graded", "g4", 9.5),
+        ("graded", "neg", 9.0),
+        ("graded", "u1", 8.0),
+        ("graded", "g2", 7.0),
+        ("graded", "g1", -1.0),
+        ("utf", "e", 0.0),
+        ("utf", "é", 0.0),
+        ("utf", "z", 0.0),
+        ("unjudged-query", "a", 5.0),
+        ("unjudged-query", "b", 4.0),
+    ]
+)
 
 
 def test_edge_cases_match_pytrec_eval():
@@ -194,12 +246,16 @@ def test_ties_are_broken_by_doc_id_descending():
     assert got[("utf", "RR")] == pytest.approx(1.0)  # 'é' (0xC3 0xA9) sorts above 'z' and 'e'
     # the same with the tie order reversed in the input rows
     rev = EDGE_RUN.iloc[::-1].reset_index(drop=True)
-    pd.testing.assert_frame_equal(evaluate(rev, EDGE_QRELS, all_measures()), evaluate(EDGE_RUN, EDGE_QRELS, all_measures()))
+    pd.testing.assert_frame_equal(
+        evaluate(rev, EDGE_QRELS, all_measures()), evaluate(EDGE_RUN, EDGE_QRELS, all_measures())
+    )
 
 
 def test_rank_column_is_ignored():
     with_rank = EDGE_RUN.assign(rank=np.arange(len(EDGE_RUN), 0, -1))  # contradicts the scores
-    pd.testing.assert_frame_equal(evaluate(with_rank, EDGE_QRELS, all_measures()), evaluate(EDGE_RUN, EDGE_QRELS, all_measures()))
+    pd.testing.assert_frame_equal(
+        evaluate(with_rank, EDGE_QRELS, all_measures()), evaluate(EDGE_RUN, EDGE_QRELS, all_measures())
+    )
 
 
 def test_missing_query_scores_zero_and_counts_in_mean():
@@ -332,10 +388,17 @@ def dense_subset(dataset, n_queries: int = 40, n_judged: int = 250, n_distractor
     judged = set(sorted(set(qrels["doc_id"]))[:n_judged])
     others = dataset.corpus[~dataset.corpus["doc_id"].isin(set(qrels["doc_id"]))].head(n_distractors)
     corpus = pd.concat([dataset.corpus[dataset.corpus["doc_id"].isin(judged)], others], ignore_index=True)
-    manifest = {**dataset.manifest,
-                "fingerprint": dataset.fingerprint[:40] + f"-sub-{n_queries}-{n_judged}-{n_distractors}"}
-    return dataclasses.replace(dataset, corpus=corpus, queries=queries.reset_index(drop=True),
-                               qrels=qrels.reset_index(drop=True), manifest=manifest)
+    manifest = {
+        **dataset.manifest,
+        "fingerprint": dataset.fingerprint[:40] + f"-sub-{n_queries}-{n_judged}-{n_distractors}",
+    }
+    return dataclasses.replace(
+        dataset,
+        corpus=corpus,
+        queries=queries.reset_index(drop=True),
+        qrels=qrels.reset_index(drop=True),
+        manifest=manifest,
+    )
 
 
 @pytest.mark.shared
@@ -343,7 +406,7 @@ def dense_subset(dataset, n_queries: int = 40, n_judged: int = 250, n_distractor
 @pytest.mark.parametrize("system", ["bm25", "dense:minilm"])
 def test_real_irflow_runs_match_pytrec_eval(beir_dataset, name, system):
     """irflow's own BM25 (full corpus) and dense runs (a real subset) against pytrec_eval, every measure."""
-    from tasks.retrieve import retrieve
+    from irflow.tasks.retrieve import retrieve
 
     dataset = beir_dataset(name)
     if system.startswith("dense"):
@@ -402,8 +465,23 @@ def test_expand_families_by_cutoffs():
     assert got == ["P(rel=2)@5", "P(rel=2)@10", "Rprec", "RR@3"]
 
 
-@pytest.mark.parametrize("bad", ["foo@10", "NDCG_cut_10", "nDCG@", "nDCG@0", "Rprec@10", "P", "Success",
-                                 "nDCG(rel=2)@10", "nDCG(dcg='exp')@10", "P(rel=0)@10", "P(foo=1)@5", ""])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "foo@10",
+        "NDCG_cut_10",
+        "nDCG@",
+        "nDCG@0",
+        "Rprec@10",
+        "P",
+        "Success",
+        "nDCG(rel=2)@10",
+        "nDCG(dcg='exp')@10",
+        "P(rel=0)@10",
+        "P(foo=1)@5",
+        "",
+    ],
+)
 def test_unknown_name_error_lists_families(bad):
     with pytest.raises(UnknownNameError) as exc:
         parse_measure(bad)
@@ -454,7 +532,9 @@ def test_integer_ids_are_compared_as_strings():
 
 
 def test_thin_family_functions_agree_with_evaluate():
-    wide = evaluate(EDGE_RUN, EDGE_QRELS, ["nDCG@5", "P@3", "RR@2"]).pivot(index="query_id", columns="measure", values="value")
+    wide = evaluate(EDGE_RUN, EDGE_QRELS, ["nDCG@5", "P@3", "RR@2"]).pivot(
+        index="query_id", columns="measure", values="value"
+    )
     pd.testing.assert_series_equal(ndcg(EDGE_RUN, EDGE_QRELS, 5), wide["nDCG@5"], check_names=False)
     pd.testing.assert_series_equal(precision(EDGE_RUN, EDGE_QRELS, 3), wide["P@3"], check_names=False)
     pd.testing.assert_series_equal(reciprocal_rank(EDGE_RUN, EDGE_QRELS, 2), wide["RR@2"], check_names=False)
@@ -489,7 +569,8 @@ def test_seed_example_exponential_gain():
     # pinned: (1 + 7/log2 3 + 7/log2 5 + 7/log2 6) / (7 + 7/log2 3 + 7/log2 4 + 1/log2 5)
     assert v["nDCG(dcg='exp-log2')@5"] == pytest.approx(0.725814796, abs=1e-9)
     assert v["nDCG@5"] == pytest.approx(
-        (1 + 3 / math.log2(3) + 3 / math.log2(5) + 3 / math.log2(6)) / (3 + 3 / math.log2(3) + 3 / math.log2(4) + 1 / math.log2(5)),
+        (1 + 3 / math.log2(3) + 3 / math.log2(5) + 3 / math.log2(6))
+        / (3 + 3 / math.log2(3) + 3 / math.log2(4) + 1 / math.log2(5)),
         abs=1e-12,
     )
 

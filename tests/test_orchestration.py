@@ -1,6 +1,6 @@
 """Deployments against real services: ``prefect server start`` and ``mlflow server`` on free loopback ports.
 
-One test starts both servers and ``python -m deployments.serve`` as subprocesses (homes and stores
+One test starts both servers and ``python -m irflow.deployments.serve`` as subprocesses (homes and stores
 in a temporary folder), triggers an ad-hoc run with parameters through the API, waits for it,
 finds its MLflow run, and checks that the scheduler created runs for the nightly deployment (the
 check that catches the SQLAlchemy pin problem). Every process is stopped by its own id.
@@ -26,14 +26,17 @@ BIN = Path(sys.executable).parent
 
 
 def test_deployments_nightly_schedule_and_adhoc_parameters() -> None:
-    from deployments.serve import build_deployments
+    from irflow.deployments.serve import build_deployments
 
     nightly, evaluate, suite = build_deployments("30 3 * * *", "Europe/Berlin", "deployments/nightly.yaml")
     assert (nightly.name, evaluate.name, suite.name) == ("nightly", "adhoc", "adhoc")
     schedule = nightly.schedules[0].schedule
     assert (schedule.cron, schedule.timezone) == ("30 3 * * *", "Europe/Berlin")
     assert nightly.parameters == {"config": "deployments/nightly.yaml"}
-    assert nightly.entrypoint == "flows.suite.nightly_flow" and evaluate.entrypoint == "flows.evaluate.evaluate_flow"
+    assert (
+        nightly.entrypoint == "irflow.flows.suite.nightly_flow"
+        and evaluate.entrypoint == "irflow.flows.evaluate.evaluate_flow"
+    )
     form = evaluate._parameter_openapi_schema.properties  # what the UI renders as a form
     assert {"dataset", "systems", "metrics", "depth", "latency_runs", "baseline", "seed", "tracking"} <= set(form)
     assert "experiment" in suite._parameter_openapi_schema.properties
@@ -54,7 +57,7 @@ def _wait(what: str, check: Callable[[], Any], timeout: float, every: float = 1.
             value = check()
             if value:
                 return value
-        except Exception:  # noqa: BLE001 - not up yet
+        except Exception:
             pass
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: not ready after {timeout:.0f} s")
@@ -75,14 +78,16 @@ class Processes:
 
     def start(self, name: str, args: list[str], env: dict[str, str], stop_signal: int = signal.SIGTERM) -> None:
         log = open(self.logs / f"{name}.log", "wb")
-        process = subprocess.Popen(args, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            args, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.started.append((name, process, stop_signal))
 
     def tail(self, name: str) -> str:
         return (self.logs / f"{name}.log").read_text(errors="replace")[-3000:]
 
     def stop_all(self) -> None:
-        for name, process, stop_signal in reversed(self.started):
+        for _name, process, stop_signal in reversed(self.started):
             if process.poll() is None:
                 os.killpg(process.pid, stop_signal)  # the group of the session this test created for it
                 try:
@@ -101,33 +106,65 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
         started.stop_all()
 
 
-def test_served_deployments_run_adhoc_with_parameters_and_schedule_nightly(tmp_path: Path,
-                                                                         processes: Processes) -> None:
+def test_served_deployments_run_adhoc_with_parameters_and_schedule_nightly(
+    tmp_path: Path, processes: Processes
+) -> None:
     from mlflow.tracking import MlflowClient
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId, FlowRunFilter
-    from prefect.client.schemas.filters import FlowRunFilterState, FlowRunFilterStateType
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterId,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
     from prefect.client.schemas.objects import StateType
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     prefect_port, mlflow_port = _free_port(), _free_port()
     api, tracking = f"http://127.0.0.1:{prefect_port}/api", f"http://127.0.0.1:{mlflow_port}"
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "DO_NOT_TRACK": "1", "MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
-           "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5", "HF_HUB_OFFLINE": "1"}
-    processes.start("prefect", [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port",
-                                str(prefect_port)], env)
-    processes.start("mlflow", [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(mlflow_port),
-                               "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
-                               "--artifacts-destination", str(tmp_path / "mlflow-artifacts")], env)
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+        "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5",
+        "HF_HUB_OFFLINE": "1",
+    }
+    processes.start(
+        "prefect", [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(prefect_port)], env
+    )
+    processes.start(
+        "mlflow",
+        [
+            str(BIN / "mlflow"),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(mlflow_port),
+            "--backend-store-uri",
+            f"sqlite:///{tmp_path / 'mlflow.db'}",
+            "--artifacts-destination",
+            str(tmp_path / "mlflow-artifacts"),
+        ],
+        env,
+    )
     _wait("prefect server", lambda: _get(f"{api}/health") == "true", 180)
     _wait("mlflow server", lambda: _get(f"{tracking}/health") == "OK", 180)
 
     serve_env = {**env, "PREFECT_API_URL": api, "MLFLOW_TRACKING_URI": tracking}
-    processes.start("serve", [sys.executable, "-m", "deployments.serve", "--timezone", "Europe/Berlin"], serve_env,
-                    stop_signal=signal.SIGINT)
+    processes.start(
+        "serve",
+        [sys.executable, "-m", "irflow.deployments.serve", "--timezone", "Europe/Berlin"],
+        serve_env,
+        stop_signal=signal.SIGINT,
+    )
 
     with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
+
         def deployment(name: str) -> Any:
             if processes.started[-1][1].poll() is not None:
                 raise AssertionError(f"serve exited:\n{processes.tail('serve')}")
@@ -137,17 +174,29 @@ def test_served_deployments_run_adhoc_with_parameters_and_schedule_nightly(tmp_p
         nightly = _wait("nightly/nightly deployment", lambda: deployment("nightly/nightly"), 30)
         assert nightly.schedules[0].schedule.timezone == "Europe/Berlin" and nightly.schedules[0].active
 
-        parameters = {"systems": ["bm25", "bm25:k1=1.2,b=0.75"], "metrics": ["nDCG@10", "R@100"], "latency_runs": 0,
-                      "output": str(tmp_path / "adhoc"), "tracking": {"experiment": "adhoc-test"}}
+        parameters = {
+            "systems": ["bm25", "bm25:k1=1.2,b=0.75"],
+            "metrics": ["nDCG@10", "R@100"],
+            "latency_runs": 0,
+            "output": str(tmp_path / "adhoc"),
+            "tracking": {"experiment": "adhoc-test"},
+        }
         run = client.create_flow_run_from_deployment(adhoc.id, parameters=parameters)
         final = _wait("ad-hoc flow run", lambda: (r := client.read_flow_run(run.id)).state.is_final() and r, 300, 2)
         assert final.state.type == StateType.COMPLETED, f"{final.state}\n{processes.tail('serve')}"
         assert final.parameters["systems"] == parameters["systems"]
 
-        scheduled = _wait("scheduled nightly runs", lambda: client.read_flow_runs(
-            deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[nightly.id])),
-            flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])))),
-            90, 2)
+        scheduled = _wait(
+            "scheduled nightly runs",
+            lambda: client.read_flow_runs(
+                deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[nightly.id])),
+                flow_run_filter=FlowRunFilter(
+                    state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED]))
+                ),
+            ),
+            90,
+            2,
+        )
         assert all(r.expected_start_time.timestamp() > time.time() for r in scheduled)
         tags = client.read_flow_run(run.id).tags
 

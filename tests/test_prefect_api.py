@@ -13,10 +13,14 @@ from prefect import flow, task
 from prefect.cache_policies import NONE
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_DATABASE_CONNECTION_URL, get_current_settings, \
-    temporary_settings
+from prefect.settings import (
+    PREFECT_API_URL,
+    PREFECT_SERVER_DATABASE_CONNECTION_URL,
+    get_current_settings,
+    temporary_settings,
+)
 
-from flows import prefect_api
+from irflow.flows import prefect_api
 
 
 @task(cache_policy=NONE)
@@ -54,8 +58,7 @@ def test_command_scope_runs_flows_on_its_own_server_and_stops_it() -> None:
             assert run.state is not None and run.state.is_completed()
             deadline = time.monotonic() + 30  # task runs are recorded from events, a moment later
             while True:
-                task_runs = client.read_task_runs(
-                    flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id])))
+                task_runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id])))
                 if len(task_runs) == 3 and all(t.state and t.state.is_completed() for t in task_runs):
                     break
                 assert time.monotonic() < deadline, f"task runs recorded: {task_runs}"

@@ -15,13 +15,19 @@ from unittest import mock
 import pandas as pd
 import pytest
 
-from tasks import plots
-from tasks.metrics import evaluate, mean
-from tasks.report import (SystemEvaluation, check_same_dataset, combine_results, load_results, rebuild_report,
-                          write_outputs)
-from tasks.retrieve import measure_latency, retrieve
-from tasks.schema import Dataset, InputError
-from tasks.significance import compare_systems
+from irflow.tasks import plots
+from irflow.tasks.metrics import evaluate, mean
+from irflow.tasks.report import (
+    SystemEvaluation,
+    check_same_dataset,
+    combine_results,
+    load_results,
+    rebuild_report,
+    write_outputs,
+)
+from irflow.tasks.retrieve import measure_latency, retrieve
+from irflow.tasks.schema import Dataset, InputError
+from irflow.tasks.significance import compare_systems
 
 MEASURES = ["nDCG@10", "nDCG@100", "R@10", "R@100", "P@10", "RR@10"]
 DENSE = "dense:sentence-transformers/all-MiniLM-L6-v2"
@@ -46,7 +52,7 @@ def techdocs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dataset
     """techdocs, BM25 vs dense MiniLM, written once to a result folder."""
     cache = tmp_path_factory.mktemp("techdocs-cache")
     with mock.patch.dict(os.environ, {"IRFLOW_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1"}):
-        from tasks.ingest import load_dataset
+        from irflow.tasks.ingest import load_dataset
 
         dataset = load_dataset("techdocs")
         evals = evaluations(dataset, ["bm25", "dense:minilm"])
@@ -64,8 +70,19 @@ def test_techdocs_report_compares_bm25_with_dense(techdocs: tuple[Dataset, list[
     report = (out / "report.md").read_text(encoding="utf-8")
     document = json.loads((out / "metrics.json").read_text())
     assert document["baseline"] == "bm25"
-    for title in ["Summary", "Recommendations", "Significance", "Segments", "By category", "By difficulty",
-                  "Share of doc_type: top 10 vs relevant", "Length bias", "Disagreements", "Consistency", "Cost"]:
+    for title in [
+        "Summary",
+        "Recommendations",
+        "Significance",
+        "Segments",
+        "By category",
+        "By difficulty",
+        "Share of doc_type: top 10 vs relevant",
+        "Length bias",
+        "Disagreements",
+        "Consistency",
+        "Cost",
+    ]:
         assert title in sections(report), title
     assert not re.search(r"\bnan\b", report, flags=re.I)
 
@@ -82,21 +99,30 @@ def test_techdocs_report_compares_bm25_with_dense(techdocs: tuple[Dataset, list[
     assert f"{p95:.1f}" in summary
 
     # disagreements name queries with their text and both top 5, with grades
-    worst = (evals[0].per_query.set_index(["query_id", "measure"])["value"].xs("nDCG@10", level="measure")
-             - evals[1].per_query.set_index(["query_id", "measure"])["value"].xs("nDCG@10", level="measure")).abs()
+    worst = (
+        evals[0].per_query.set_index(["query_id", "measure"])["value"].xs("nDCG@10", level="measure")
+        - evals[1].per_query.set_index(["query_id", "measure"])["value"].xs("nDCG@10", level="measure")
+    ).abs()
     top_query = worst.sort_values(ascending=False, kind="mergesort").index[0]
     text = dataset.queries.set_index("query_id").loc[top_query, "text"]
     assert f"**{top_query}** — “{text}”" in report
 
     files = sorted(p.name for p in (out / "plots").glob("*.png"))
-    for name in ["per_query_ndcg_at_10.png", "metric_at_k.png", "latency.png", "difference_ndcg_at_10.png",
-                 "segment_category.png", "documents_doc_type.png"]:
+    for name in [
+        "per_query_ndcg_at_10.png",
+        "metric_at_k.png",
+        "latency.png",
+        "difference_ndcg_at_10.png",
+        "segment_category.png",
+        "documents_doc_type.png",
+    ]:
         assert name in files and (out / "plots" / name).read_bytes().startswith(PNG)
         assert f"(plots/{name})" in report
 
 
-def test_rebuild_from_stored_files_gives_the_same_report(techdocs: tuple[Dataset, list[SystemEvaluation], Path],
-                                                         tmp_path: Path) -> None:
+def test_rebuild_from_stored_files_gives_the_same_report(
+    techdocs: tuple[Dataset, list[SystemEvaluation], Path], tmp_path: Path
+) -> None:
     _, _, out = techdocs
     copy = tmp_path / "run"
     shutil.copytree(out, copy)
@@ -115,9 +141,10 @@ def test_rebuild_from_stored_files_gives_the_same_report(techdocs: tuple[Dataset
     assert "(plots/per_query_ndcg_at_10.png)" in bare and (copy / "plots" / "per_query_ndcg_at_10.png").is_file()
 
 
-def test_report_command_rebuilds_a_result_folder(techdocs: tuple[Dataset, list[SystemEvaluation], Path],
-                                                 tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from flows.cli import main
+def test_report_command_rebuilds_a_result_folder(
+    techdocs: tuple[Dataset, list[SystemEvaluation], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from irflow.flows.cli import main
 
     copy = tmp_path / "run"
     shutil.copytree(techdocs[2], copy)
@@ -129,14 +156,21 @@ def test_report_command_rebuilds_a_result_folder(techdocs: tuple[Dataset, list[S
     assert "not a result folder" in capsys.readouterr().err
 
 
-def test_baseline_is_stored_and_leads_the_comparison(techdocs: tuple[Dataset, list[SystemEvaluation], Path],
-                                                     tmp_path: Path) -> None:
+def test_baseline_is_stored_and_leads_the_comparison(
+    techdocs: tuple[Dataset, list[SystemEvaluation], Path], tmp_path: Path
+) -> None:
     dataset, evals, _ = techdocs
-    document = write_outputs(tmp_path, dataset, evals, MEASURES, 100, baseline="dense:minilm", permutations=500,
-                             bootstrap=500, seed=7)
+    document = write_outputs(
+        tmp_path, dataset, evals, MEASURES, 100, baseline="dense:minilm", permutations=500, bootstrap=500, seed=7
+    )
     assert document["baseline"] == DENSE
-    assert document["significance"] == {"permutations": 500, "bootstrap": 500, "seed": 7, "alpha": 0.05,
-                                        "correction": "holm"}
+    assert document["significance"] == {
+        "permutations": 500,
+        "bootstrap": 500,
+        "seed": 7,
+        "alpha": 0.05,
+        "correction": "holm",
+    }
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert "500 sign flips, seed 7" in report
     assert rebuild_report(tmp_path, dataset).read_text(encoding="utf-8") == report  # the stored options are reused
@@ -149,23 +183,32 @@ def test_baseline_is_stored_and_leads_the_comparison(techdocs: tuple[Dataset, li
         write_outputs(tmp_path / "y", dataset, evals, MEASURES, 100, permutation=5)
 
 
-def test_runs_over_different_datasets_are_refused(techdocs: tuple[Dataset, list[SystemEvaluation], Path],
-                                                  tmp_path: Path) -> None:
+def test_runs_over_different_datasets_are_refused(
+    techdocs: tuple[Dataset, list[SystemEvaluation], Path], tmp_path: Path
+) -> None:
     dataset, evals, out = techdocs
-    other = Dataset("techdocs", "test", dataset.corpus, dataset.queries.iloc[:40], dataset.qrels,
-                    {**dataset.manifest, "fingerprint": "f" * 64})
+    other = Dataset(
+        "techdocs",
+        "test",
+        dataset.corpus,
+        dataset.queries.iloc[:40],
+        dataset.qrels,
+        {**dataset.manifest, "fingerprint": "f" * 64},
+    )
     with pytest.raises(InputError, match=f"{dataset.fingerprint}.*{'f' * 64}"):
         rebuild_report(out, other)
     write_outputs(tmp_path, other, evals, MEASURES, 100, permutations=200, bootstrap=200)
     with pytest.raises(InputError, match="different datasets"):
         combine_results([load_results(out), load_results(tmp_path)])
     with pytest.raises(InputError, match="f{64}"):
-        check_same_dataset([json.loads((out / "metrics.json").read_text()),
-                            json.loads((tmp_path / "metrics.json").read_text())])
+        check_same_dataset(
+            [json.loads((out / "metrics.json").read_text()), json.loads((tmp_path / "metrics.json").read_text())]
+        )
 
 
 def test_combined_result_folders_compare_last_night_with_tonight(
-        techdocs: tuple[Dataset, list[SystemEvaluation], Path]) -> None:
+    techdocs: tuple[Dataset, list[SystemEvaluation], Path],
+) -> None:
     out = techdocs[2]
     with pytest.raises(InputError, match="appears in two result folders"):
         combine_results([load_results(out), load_results(out)])
@@ -176,19 +219,24 @@ def test_combined_result_folders_compare_last_night_with_tonight(
     assert (same.delta, same.p_randomization, same.ties) == (0.0, 1.0, len(techdocs[0].queries))
 
 
-def test_fewer_than_two_shared_queries_is_an_error(techdocs: tuple[Dataset, list[SystemEvaluation], Path],
-                                                   tmp_path: Path) -> None:
+def test_fewer_than_two_shared_queries_is_an_error(
+    techdocs: tuple[Dataset, list[SystemEvaluation], Path], tmp_path: Path
+) -> None:
     dataset, evals, _ = techdocs
-    one = [SystemEvaluation(e.system, e.run, e.per_query[e.per_query["query_id"] == "td-q-001"], e.means, e.cost)
-           for e in evals]
+    one = [
+        SystemEvaluation(e.system, e.run, e.per_query[e.per_query["query_id"] == "td-q-001"], e.means, e.cost)
+        for e in evals
+    ]
     with pytest.raises(InputError, match="at least 2 queries"):
         write_outputs(tmp_path, dataset, one, MEASURES, 100)
     assert not (tmp_path / "report.md").exists()
 
 
 def test_latency_plot_uses_raw_samples_when_present(tmp_path: Path) -> None:
-    costs = {"a": {"p50_ms": 1.0, "p95_ms": 2.0, "p99_ms": 3.0, "mean_ms": 1.2, "samples_ms": [0.5, 1, 1, 2, 3]},
-             "b": {"p50_ms": 10.0, "p95_ms": 20.0, "p99_ms": 30.0, "mean_ms": 12.0}}
+    costs = {
+        "a": {"p50_ms": 1.0, "p95_ms": 2.0, "p99_ms": 3.0, "mean_ms": 1.2, "samples_ms": [0.5, 1, 1, 2, 3]},
+        "b": {"p50_ms": 10.0, "p95_ms": 20.0, "p99_ms": 30.0, "mean_ms": 12.0},
+    }
     path = plots.latency(costs, tmp_path / "latency.png", {"a": "a", "b": "b"})
     assert path.read_bytes().startswith(PNG)
 
@@ -202,14 +250,21 @@ def test_scifact_report_with_two_bm25_variants(beir_dataset: Callable[..., Datas
     table = pd.read_csv(tmp_path / "significance.csv")
     assert (table["n"] == len(dataset.queries)).all() and len(table) == len(MEASURES)
     assert table[["delta", "ci_low", "ci_high", "effect_size", "p_randomization"]].map(math.isfinite).all().all()
-    for title in ["Significance", "By query length", "By relevant documents", "Length bias", "Disagreements",
-                  "bm25:k1=1.2,b=0.75 vs bm25"]:
+    for title in [
+        "Significance",
+        "By query length",
+        "By relevant documents",
+        "Length bias",
+        "Disagreements",
+        "bm25:k1=1.2,b=0.75 vs bm25",
+    ]:
         assert title in sections(report), title
     assert not re.search(r"\bnan\b", report, flags=re.I)
     assert "P95 latency ms" in report and (tmp_path / "plots" / "segment_query_length.png").is_file()
     assert not (tmp_path / "plots" / "latency.png").exists()  # nothing measured, nothing drawn
     with pytest.raises(InputError, match="different datasets"):
-        rebuild_report(tmp_path, Dataset("x", "test", dataset.corpus, dataset.queries, dataset.qrels,
-                                         {"fingerprint": "0" * 64}))
+        rebuild_report(
+            tmp_path, Dataset("x", "test", dataset.corpus, dataset.queries, dataset.qrels, {"fingerprint": "0" * 64})
+        )
     rebuilt = rebuild_report(tmp_path, dataset).read_text(encoding="utf-8")
     assert rebuilt == report

@@ -12,20 +12,30 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tasks.runs import read_trec
+from irflow.tasks.runs import read_trec
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
 
 def irflow(*args: str, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, cwd=Path(__file__).resolve().parents[1])
+    return subprocess.run(
+        [sys.executable, "-m", "irflow.flows.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=Path(__file__).resolve().parents[1],
+    )
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "IRFLOW_CACHE_DIR": str(tmp_path / "cache"), "PREFECT_HOME": str(tmp_path / "prefect"),
-            "HF_HUB_OFFLINE": "1"}
+    return {
+        **os.environ,
+        "IRFLOW_CACHE_DIR": str(tmp_path / "cache"),
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "HF_HUB_OFFLINE": "1",
+    }
 
 
 def test_datasets_info_techdocs_json(env: dict[str, str]) -> None:
@@ -41,8 +51,24 @@ def test_datasets_info_techdocs_json(env: dict[str, str]) -> None:
 
 def test_run_writes_results_that_trec_eval_confirms(env: dict[str, str], tmp_path: Path) -> None:
     out = tmp_path / "out"
-    done = irflow("run", "--system", "bm25", "--system", "dense:minilm", "--metric", "nDCG@10", "--metric", "R@100",
-                  "--metric", "P@10", "--latency-runs", "1", "--output", str(out), env=env)
+    done = irflow(
+        "run",
+        "--system",
+        "bm25",
+        "--system",
+        "dense:minilm",
+        "--metric",
+        "nDCG@10",
+        "--metric",
+        "R@100",
+        "--metric",
+        "P@10",
+        "--latency-runs",
+        "1",
+        "--output",
+        str(out),
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "[retrieve bm25] Finished in state Completed()" in done.stderr  # log lines name the Prefect run
     assert "DEBUG" not in done.stderr and "HTTP Request" not in done.stderr and "View at" not in done.stderr
@@ -59,7 +85,9 @@ def test_run_writes_results_that_trec_eval_confirms(env: dict[str, str], tmp_pat
     assert len(per_query) == len(systems) * n_queries * 3
 
     # Recompute every number from the TREC run files with pytrec_eval, independently of irflow's metrics.
-    qrels_lines = (Path(__file__).resolve().parents[1] / "datasets/techdocs/qrels/test.tsv").read_text().splitlines()[1:]
+    qrels_lines = (
+        (Path(__file__).resolve().parents[1] / "irflow/datasets/techdocs/qrels/test.tsv").read_text().splitlines()[1:]
+    )
     qrels: dict[str, dict[str, int]] = {}
     for line in qrels_lines:
         q, d, g = line.split("\t")
@@ -69,7 +97,7 @@ def test_run_writes_results_that_trec_eval_confirms(env: dict[str, str], tmp_pat
     runs = sorted((out / "runs").glob("*.trec"))
     assert len(runs) == 2
     for system in systems:
-        from tasks.systems import as_spec
+        from irflow.tasks.systems import as_spec
 
         run = read_trec(out / "runs" / f"{as_spec(system).slug}.trec")
         as_dict: dict[str, dict[str, float]] = {}
@@ -89,22 +117,30 @@ def test_run_writes_results_that_trec_eval_confirms(env: dict[str, str], tmp_pat
     # The run went through Prefect: the temporary server recorded the flow run and every stage in
     # Prefect's database under PREFECT_HOME (what the UI shows once a server runs on it).
     with sqlite3.connect(Path(env["PREFECT_HOME"]) / "prefect.db") as db:
-        flow_runs = db.execute("select flow_run.id, flow_run.state_type from flow_run join flow "
-                               "on flow.id = flow_run.flow_id where flow.name = 'evaluate'").fetchall()
+        flow_runs = db.execute(
+            "select flow_run.id, flow_run.state_type from flow_run join flow "
+            "on flow.id = flow_run.flow_id where flow.name = 'evaluate'"
+        ).fetchall()
         assert [state for _, state in flow_runs] == ["COMPLETED"]
-        stages = db.execute("select name, state_type from task_run where flow_run_id = ?", (flow_runs[0][0],)).fetchall()
+        stages = db.execute(
+            "select name, state_type from task_run where flow_run_id = ?", (flow_runs[0][0],)
+        ).fetchall()
     assert {state for _, state in stages} == {"COMPLETED"}
     names = {name.split("-")[0] if name[-4:-3] == "-" else name for name, _ in stages}  # "ingest-1c0" -> "ingest"
     assert {"ingest", "retrieve bm25", "metrics bm25", "latency bm25", "significance", "report", "track"} <= names
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["run", "--system", "bm26"], "valid system specs"),
-    (["run", "--metric", "nDCG@x"], "nDCG"),
-    (["run", "--dataset", "nope"], "valid names"),
-])
-def test_bad_arguments_fail_fast_with_the_choices(env: dict[str, str], tmp_path: Path, args: list[str],
-                                                  expected: str) -> None:
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["run", "--system", "bm26"], "valid system specs"),
+        (["run", "--metric", "nDCG@x"], "nDCG"),
+        (["run", "--dataset", "nope"], "valid names"),
+    ],
+)
+def test_bad_arguments_fail_fast_with_the_choices(
+    env: dict[str, str], tmp_path: Path, args: list[str], expected: str
+) -> None:
     done = irflow(*args, "--output", str(tmp_path / "never"), env=env, timeout=120)
     assert done.returncode == 2
     assert expected in done.stderr and "Traceback" not in done.stderr

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.retrieve import apply_rerank, fuse_rrf
-from tasks.runs import (
+from irflow.tasks.retrieve import apply_rerank, fuse_rrf
+from irflow.tasks.runs import (
     MAX_DEPTH,
     drop_identical_ids,
     order_run,
@@ -20,7 +20,7 @@ from tasks.runs import (
     write_parquet,
     write_trec,
 )
-from tasks.schema import InputError
+from irflow.tasks.schema import InputError
 
 
 def run_of(rows: list[tuple[str, str, float]]) -> pd.DataFrame:
@@ -32,11 +32,29 @@ def ranked(run: pd.DataFrame) -> list[tuple[str, str, int]]:
 
 
 def test_order_is_score_desc_then_doc_id_desc_as_strings() -> None:
-    run = order_run(run_of([("2", "a", 1.0), ("10", "9", 0.5), ("10", "10", 0.5), ("10", "b", 0.7),
-                            ("10", "100", 0.5), ("2", "b", 1.0), ("2", "c", 3.0)]))
+    run = order_run(
+        run_of(
+            [
+                ("2", "a", 1.0),
+                ("10", "9", 0.5),
+                ("10", "10", 0.5),
+                ("10", "b", 0.7),
+                ("10", "100", 0.5),
+                ("2", "b", 1.0),
+                ("2", "c", 3.0),
+            ]
+        )
+    )
     # string order: "9" > "100" > "10" (trec_eval compares doc ids with strcmp)
-    assert ranked(run) == [("10", "b", 1), ("10", "9", 2), ("10", "100", 3), ("10", "10", 4),
-                           ("2", "c", 1), ("2", "b", 2), ("2", "a", 3)]
+    assert ranked(run) == [
+        ("10", "b", 1),
+        ("10", "9", 2),
+        ("10", "100", 3),
+        ("10", "10", 4),
+        ("2", "c", 1),
+        ("2", "b", 2),
+        ("2", "a", 3),
+    ]
     assert list(run.columns) == ["query_id", "doc_id", "score", "rank"]
     assert run["rank"].dtype == np.int64 and run["score"].dtype == np.float64
     assert ranked(order_run(run.iloc[::-1])) == ranked(run)  # input order never matters
@@ -73,15 +91,28 @@ def test_drop_identical_ids_reranks() -> None:
 def test_trec_round_trip_is_exact(tmp_path: Path) -> None:
     rng = np.random.default_rng(7)
     rows = [(f"q{q}", f"doc-{d}", float(s)) for q in range(5) for d, s in enumerate(rng.normal(size=40))]
-    rows += [("q9", "α-ü", 1 / 3), ("q9", "tiny", 1e-05), ("q9", "big", 1e20), ("q9", "neg", -2.5),
-             ("q9", "tie-a", 0.5), ("q9", "tie-b", 0.5)]
+    rows += [
+        ("q9", "α-ü", 1 / 3),
+        ("q9", "tiny", 1e-05),
+        ("q9", "big", 1e20),
+        ("q9", "neg", -2.5),
+        ("q9", "tie-a", 0.5),
+        ("q9", "tie-b", 0.5),
+    ]
     run = order_run(run_of(rows))
     path = write_trec(run, tmp_path / "runs" / "bm25.trec", "irflow-bm25")
     back = read_trec(path)
     pd.testing.assert_frame_equal(back, run)
     lines = path.read_text(encoding="utf-8").split("\n")
     assert lines[-1] == "" and len(lines) == len(run) + 1
-    assert lines[0].split() == [run["query_id"][0], "Q0", run["doc_id"][0], "1", repr(float(run["score"][0])), "irflow-bm25"]
+    assert lines[0].split() == [
+        run["query_id"][0],
+        "Q0",
+        run["doc_id"][0],
+        "1",
+        repr(float(run["score"][0])),
+        "irflow-bm25",
+    ]
     assert "q9 Q0 tie-b 2 0.5 irflow-bm25" in lines and "q9 Q0 tie-a 3 0.5 irflow-bm25" in lines
     assert sorted(p.name for p in path.parent.iterdir()) == ["bm25.trec"]  # no temporary file left
     write_trec(run.sample(frac=1, random_state=1), tmp_path / "again.trec", "irflow-bm25")
@@ -97,15 +128,18 @@ def test_read_trec_accepts_blank_lines_and_tabs(tmp_path: Path) -> None:
     assert read_trec(empty).empty and list(read_trec(empty).columns) == ["query_id", "doc_id", "score", "rank"]
 
 
-@pytest.mark.parametrize(("body", "line", "fragment"), [
-    ("q1 Q0 d1 1 2.5 x\nq1 Q0 d2 2 1.5\n", 2, "expected 6 fields"),
-    ("q1 Q0 d1 1 2.5 x\n\nq1 Q0 d2 2 1.5 x extra\n", 3, "found 7"),
-    ("q1 Q0 d1 1 2.5 x\nq1 Q0 d2 two 1.5 x\n", 2, "rank must be an integer, got 'two'"),
-    ("q1 Q0 d1 1.0 2.5 x\n", 1, "rank must be an integer"),
-    ("q1 Q0 d1 1 2.5 x\nq1 Q0 d2 2 1.5 x\nq1 Q0 d3 3 abc x\n", 3, "score must be a finite number, got 'abc'"),
-    ("q1 Q0 d1 1 nan x\n", 1, "finite"),
-    ("q1 Q0 d1 1 2.5 x\nq2 Q0 d1 1 2.5 x\nq1 Q0 d1 2 1.0 x\n", 3, "appears twice"),
-])
+@pytest.mark.parametrize(
+    ("body", "line", "fragment"),
+    [
+        ("q1 Q0 d1 1 2.5 x\nq1 Q0 d2 2 1.5\n", 2, "expected 6 fields"),
+        ("q1 Q0 d1 1 2.5 x\n\nq1 Q0 d2 2 1.5 x extra\n", 3, "found 7"),
+        ("q1 Q0 d1 1 2.5 x\nq1 Q0 d2 two 1.5 x\n", 2, "rank must be an integer, got 'two'"),
+        ("q1 Q0 d1 1.0 2.5 x\n", 1, "rank must be an integer"),
+        ("q1 Q0 d1 1 2.5 x\nq1 Q0 d2 2 1.5 x\nq1 Q0 d3 3 abc x\n", 3, "score must be a finite number, got 'abc'"),
+        ("q1 Q0 d1 1 nan x\n", 1, "finite"),
+        ("q1 Q0 d1 1 2.5 x\nq2 Q0 d1 1 2.5 x\nq1 Q0 d1 2 1.0 x\n", 3, "appears twice"),
+    ],
+)
 def test_read_trec_names_file_and_line(tmp_path: Path, body: str, line: int, fragment: str) -> None:
     path = tmp_path / "bad.trec"
     path.write_text(body, encoding="utf-8")
@@ -165,8 +199,14 @@ def test_rerank_reorders_head_and_keeps_tail_below() -> None:
     first = order_run(run_of([("q", f"d{i}", 10.0 - i) for i in range(5)] + [("r", "x", 1.0)]))
     # top 3 of q (d0, d1, d2) and r's only hit get new scores, in run order: q's head first (sorted qids)
     out = apply_rerank(first, 3, [0.1, 0.9, 0.5, 7.0])
-    assert ranked(out) == [("q", "d1", 1), ("q", "d2", 2), ("q", "d0", 3), ("q", "d3", 4), ("q", "d4", 5),
-                           ("r", "x", 1)]
+    assert ranked(out) == [
+        ("q", "d1", 1),
+        ("q", "d2", 2),
+        ("q", "d0", 3),
+        ("q", "d3", 4),
+        ("q", "d4", 5),
+        ("r", "x", 1),
+    ]
     q = out[out["query_id"] == "q"]["score"].tolist()
     assert q[:3] == [0.9, 0.5, 0.1] and q[3] < 0.1 and q[4] < q[3]
     with pytest.raises(ValueError, match="rerank scores"):

@@ -10,9 +10,16 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from tasks.schema import InputError, UnknownNameError
-from tasks.significance import (COMPARISON_COLUMNS, bootstrap_ci, compare, compare_systems, correct, effect_size,
-                                randomization_test)
+from irflow.tasks.schema import InputError, UnknownNameError
+from irflow.tasks.significance import (
+    COMPARISON_COLUMNS,
+    bootstrap_ci,
+    compare,
+    compare_systems,
+    correct,
+    effect_size,
+    randomization_test,
+)
 
 
 def series(values: np.ndarray | list[float], prefix: str = "q") -> pd.Series:
@@ -58,11 +65,14 @@ def exact_randomization_p(d: np.ndarray) -> float:
     return float(np.mean(sums >= abs(d.sum()) - 1e-12))
 
 
-@pytest.mark.parametrize("d", [
-    [0.31, -0.12, 0.25, 0.08, -0.05, 0.4, 0.17, -0.22, 0.11, 0.09, 0.02, -0.01],  # p around 0.1
-    [0.5, 0.2, 0.1, 0.3, -0.1, 0.25, 0.15, 0.05, 0.35, -0.05],                     # p around 0.01
-    [0.1, -0.1, 0.2, -0.2, 0.05, 0.0, -0.05, 0.3],                                   # p = 1-ish, with a zero
-])
+@pytest.mark.parametrize(
+    "d",
+    [
+        [0.31, -0.12, 0.25, 0.08, -0.05, 0.4, 0.17, -0.22, 0.11, 0.09, 0.02, -0.01],  # p around 0.1
+        [0.5, 0.2, 0.1, 0.3, -0.1, 0.25, 0.15, 0.05, 0.35, -0.05],  # p around 0.01
+        [0.1, -0.1, 0.2, -0.2, 0.05, 0.0, -0.05, 0.3],  # p = 1-ish, with a zero
+    ],
+)
 def test_randomization_matches_exact_enumeration(d: list[float]) -> None:
     diff = np.asarray(d)
     exact = exact_randomization_p(diff)
@@ -161,8 +171,11 @@ def long_table() -> pd.DataFrame:
     rows = []
     for system, shift in [("bm25", 0.0), ("dense", 0.15), ("hybrid", 0.02)]:
         values = np.clip(base + shift + rng.normal(0, 0.1, 40), 0, 1)
-        rows += [{"system": system, "query_id": f"q{i}", "metric": m, "value": v * (1 if m == "nDCG@10" else 0.5)}
-                 for i, v in enumerate(values) for m in ("nDCG@10", "P@10")]
+        rows += [
+            {"system": system, "query_id": f"q{i}", "metric": m, "value": v * (1 if m == "nDCG@10" else 0.5)}
+            for i, v in enumerate(values)
+            for m in ("nDCG@10", "P@10")
+        ]
     return pd.DataFrame(rows)
 
 
@@ -173,15 +186,22 @@ def test_compare_systems_against_the_first_system_with_holm() -> None:
     assert list(out["baseline"]) == ["bm25", "bm25"] and list(out["candidate"]) == ["dense", "hybrid"]
     assert out["p_adjusted"].tolist() == pytest.approx(correct(out["p_randomization"].tolist(), "holm"))
     assert out["significant"].tolist() == [True, False]
-    single = compare(table.query("system == 'bm25' and metric == 'nDCG@10'").set_index("query_id")["value"],
-                     table.query("system == 'dense' and metric == 'nDCG@10'").set_index("query_id")["value"],
-                     permutations=2000, bootstrap=500)
+    single = compare(
+        table.query("system == 'bm25' and metric == 'nDCG@10'").set_index("query_id")["value"],
+        table.query("system == 'dense' and metric == 'nDCG@10'").set_index("query_id")["value"],
+        permutations=2000,
+        bootstrap=500,
+    )
     assert out.iloc[0]["delta"] == single.delta and out.iloc[0]["p_randomization"] == single.p_randomization
 
-    pairs = compare_systems(table, "P@10", "hybrid", all_pairs=True, correction="bonferroni", permutations=500,
-                            bootstrap=100)
-    assert list(zip(pairs["baseline"], pairs["candidate"])) == [("hybrid", "bm25"), ("hybrid", "dense"),
-                                                                ("bm25", "dense")]
+    pairs = compare_systems(
+        table, "P@10", "hybrid", all_pairs=True, correction="bonferroni", permutations=500, bootstrap=100
+    )
+    assert list(zip(pairs["baseline"], pairs["candidate"])) == [
+        ("hybrid", "bm25"),
+        ("hybrid", "dense"),
+        ("bm25", "dense"),
+    ]
     assert pairs["p_adjusted"].tolist() == pytest.approx(correct(pairs["p_randomization"].tolist(), "bonferroni"))
 
 

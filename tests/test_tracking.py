@@ -21,11 +21,19 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tasks import regression
-from tasks.experiment import Experiment, load_experiment, suite_table, validate_experiment
-from tasks.schema import InputError, UnknownNameError
-from tasks.tracking import (TrackingError, artifact_root, check_tracking, git_commit, mlflow_key, redact,
-                            system_params, tracking_uri)
+from irflow.tasks import regression
+from irflow.tasks.experiment import Experiment, load_experiment, suite_table, validate_experiment
+from irflow.tasks.schema import InputError, UnknownNameError
+from irflow.tasks.tracking import (
+    TrackingError,
+    artifact_root,
+    check_tracking,
+    git_commit,
+    mlflow_key,
+    redact,
+    system_params,
+    tracking_uri,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEMS = ["bm25", "dense:minilm", "hybrid:bm25+dense:minilm"]
@@ -37,13 +45,16 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 # pure parts
 
 
-def test_names_keys_and_uris(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert mlflow_key("delta", "dense:sentence-transformers/all-MiniLM-L6-v2", "ndcg_at_10") == \
-        "delta.dense_sentence-transformers_all-MiniLM-L6-v2.ndcg_at_10"
+def test_names_keys_and_uris(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert (
+        mlflow_key("delta", "dense:sentence-transformers/all-MiniLM-L6-v2", "ndcg_at_10")
+        == "delta.dense_sentence-transformers_all-MiniLM-L6-v2.ndcg_at_10"
+    )
     assert len(mlflow_key("x" * 400)) <= 250
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
-    assert tracking_uri() == f"sqlite:///{ROOT / 'mlruns' / 'mlflow.db'}"
-    assert artifact_root(tracking_uri()) == ROOT / "mlruns" / "artifacts"
+    monkeypatch.chdir(tmp_path)  # the default store lives in the working directory, wherever irflow is installed
+    assert tracking_uri() == f"sqlite:///{tmp_path.resolve() / 'mlruns' / 'mlflow.db'}"
+    assert artifact_root(tracking_uri()) == tmp_path.resolve() / "mlruns" / "artifacts"
     assert artifact_root("http://127.0.0.1:5000") is None
     assert redact("https://alice:s3cret@mlflow.example.com:8443/x") == "https://alice:***@mlflow.example.com:8443/x"
 
@@ -60,16 +71,27 @@ def test_git_commit_is_read_from_the_git_folder(tmp_path: Path) -> None:
 
 
 def test_system_params_name_every_model_index_and_bm25_parameter() -> None:
-    params = system_params("hybrid(k=30):bm25:k1=1.2,b=0.75+dense(index=hnsw,M=16):minilm",
-                           info={"system": "x", "members": {f"dense(index=hnsw,M=16):{MINILM}": {
-                               "system": f"dense(index=hnsw,M=16):{MINILM}", "index_M": 16, "index_efSearch": 64,
-                               "model_identity": "sha256:abc"}}}, label="fused")
+    params = system_params(
+        "hybrid(k=30):bm25:k1=1.2,b=0.75+dense(index=hnsw,M=16):minilm",
+        info={
+            "system": "x",
+            "members": {
+                f"dense(index=hnsw,M=16):{MINILM}": {
+                    "system": f"dense(index=hnsw,M=16):{MINILM}",
+                    "index_M": 16,
+                    "index_efSearch": 64,
+                    "model_identity": "sha256:abc",
+                }
+            },
+        },
+        label="fused",
+    )
     assert params["system.label"] == "fused" and params["system.kind"] == "hybrid"
     assert (params["bm25.k1"], params["bm25.b"], params["bm25.method"]) == (1.2, 0.75, "lucene")
     assert params["model.name"] == MINILM and params["model.identity"] == "sha256:abc"
     assert (params["index.type"], params["index.M"], params["index.efSearch"]) == ("hnsw", "16", 64)
     assert params["hybrid.k"] == 30
-    rerank = system_params(f"rerank(top=20):minilm@dense:minilm")
+    rerank = system_params("rerank(top=20):minilm@dense:minilm")
     assert rerank["rerank.top"] == 20 and rerank["rerank.model_identity"].startswith(("sha256:", "hf:"))
 
 
@@ -81,8 +103,10 @@ def test_an_unreachable_tracking_server_fails_naming_its_uri() -> None:
 
 def test_experiment_file_labels_cutoffs_and_errors(tmp_path: Path) -> None:
     path = tmp_path / "exp.yaml"
-    path.write_text("name: n\ndatasets: [techdocs]\nsystems: {lex: bm25, dense: dense:minilm}\n"
-                    "metrics: [nDCG, P@5, Rprec]\ncutoffs: [10, 100]\nbaseline: dense\nseed: 7\n")
+    path.write_text(
+        "name: n\ndatasets: [techdocs]\nsystems: {lex: bm25, dense: dense:minilm}\n"
+        "metrics: [nDCG, P@5, Rprec]\ncutoffs: [10, 100]\nbaseline: dense\nseed: 7\n"
+    )
     exp = load_experiment(path)
     assert exp.measures() == ["nDCG@10", "nDCG@100", "P@5", "Rprec"]
     assert exp.labelled() == {"lex": "bm25", "dense": f"dense:{MINILM}"}
@@ -95,8 +119,11 @@ def test_experiment_file_labels_cutoffs_and_errors(tmp_path: Path) -> None:
     path.write_text("datasets: [techdocs]\nsytems: [bm25]\n")
     with pytest.raises(InputError, match=r"exp\.yaml.*sytems"):
         load_experiment(path)
-    for bad, expected in ((dict(datasets=["nope"]), "valid names"), (dict(systems=["bm26"]), "valid system specs"),
-                          (dict(systems=["dense:nosuchmodel"]), "not an alias")):
+    for bad, expected in (
+        (dict(datasets=["nope"]), "valid names"),
+        (dict(systems=["bm26"]), "valid system specs"),
+        (dict(systems=["dense:nosuchmodel"]), "not an alias"),
+    ):
         with pytest.raises((UnknownNameError, InputError), match=expected):
             validate_experiment(Experiment(**bad))
 
@@ -105,8 +132,9 @@ def test_regressions_need_a_large_and_significant_drop() -> None:
     queries = [f"q{i}" for i in range(40)]
 
     def table(values: list[float], system: str = "dense") -> pd.DataFrame:
-        return pd.DataFrame({"dataset": "d", "system": system, "query_id": queries, "metric": "nDCG@10",
-                             "value": values})
+        return pd.DataFrame(
+            {"dataset": "d", "system": system, "query_id": queries, "metric": "nDCG@10", "value": values}
+        )
 
     before = table([0.5 + 0.01 * (i % 7) for i in range(40)])
     worse = table([v - 0.2 for v in before["value"]])
@@ -115,16 +143,24 @@ def test_regressions_need_a_large_and_significant_drop() -> None:
     assert len(regression.regressions(regression.paired_changes(before, slightly), 0.01, 0.05)) == 0  # below threshold
     flagged = regression.regressions(regression.paired_changes(before, worse), 0.01, 0.05)
     assert flagged.iloc[0]["delta"] == pytest.approx(-0.2) and flagged.iloc[0]["p_adjusted"] < 0.05
-    causes = regression.likely_causes({"dataset.fingerprint": "a" * 64, "model.identity": "hf:m@1"},
-                                      {"dataset.fingerprint": "b" * 64, "model.identity": "hf:m@2"},
-                                      dataset="d", system="dense")
-    assert causes == [f"dataset d changed (fingerprint {'a' * 12} -> {'b' * 12})", "model of dense changed (hf:m@1 -> hf:m@2)"]
+    causes = regression.likely_causes(
+        {"dataset.fingerprint": "a" * 64, "model.identity": "hf:m@1"},
+        {"dataset.fingerprint": "b" * 64, "model.identity": "hf:m@2"},
+        dataset="d",
+        system="dense",
+    )
+    assert causes == [
+        f"dataset d changed (fingerprint {'a' * 12} -> {'b' * 12})",
+        "model of dense changed (hf:m@1 -> hf:m@2)",
+    ]
     assert "likely cause: model of dense" in regression.describe(flagged.iloc[0].to_dict(), causes[1:])
 
 
 def test_suite_table_means_over_datasets() -> None:
-    documents = {"a": {"systems": {"bm25": {"nDCG@10": 0.4}, "dense": {"nDCG@10": 0.6}}},
-                 "b": {"systems": {"bm25": {"nDCG@10": 0.2}}}}
+    documents = {
+        "a": {"systems": {"bm25": {"nDCG@10": 0.4}, "dense": {"nDCG@10": 0.6}}},
+        "b": {"systems": {"bm25": {"nDCG@10": 0.2}}},
+    }
     table = suite_table(documents, "nDCG@10", {"bm25": "lex"})
     assert table.loc["lex", "mean"] == pytest.approx(0.3) and table.loc["lex", "datasets"] == 2
     assert table.loc["dense", "mean"] == pytest.approx(0.6) and table.loc["dense", "datasets"] == 1
@@ -153,15 +189,19 @@ class Shared:
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
     """techdocs evaluated twice with the default runner, into one cache and one MLflow store."""
-    from flows.evaluate import evaluate_flow
+    from irflow.flows.evaluate import evaluate_flow
 
     root = tmp_path_factory.mktemp("evaluate")
     uri = f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("IRFLOW_CACHE_DIR", str(root / "cache"))
         mp.setenv("MLFLOW_TRACKING_URI", uri)
-        states = [evaluate_flow(systems=SYSTEMS, metrics=METRICS, latency_runs=0, output=str(root / f"run{i}"),
-                                return_state=True) for i in (1, 2)]
+        states = [
+            evaluate_flow(
+                systems=SYSTEMS, metrics=METRICS, latency_runs=0, output=str(root / f"run{i}"), return_state=True
+            )
+            for i in (1, 2)
+        ]
     yield Shared(root, root / "cache", uri, states)
 
 
@@ -169,8 +209,12 @@ def _runs(uri: str, filter_string: str = "", experiment: str = "irflow") -> list
     import mlflow
 
     mlflow.set_tracking_uri(uri)
-    return mlflow.search_runs(experiment_names=[experiment], filter_string=filter_string, output_format="list",
-                              order_by=["attributes.start_time ASC"])
+    return mlflow.search_runs(
+        experiment_names=[experiment],
+        filter_string=filter_string,
+        output_format="list",
+        order_by=["attributes.start_time ASC"],
+    )
 
 
 def _artifacts(uri: str, run_id: str, path: str | None = None) -> set[str]:
@@ -207,16 +251,22 @@ def test_evaluation_is_tracked_as_a_parent_run_with_a_child_per_system(shared: S
     assert p["git.commit"] == (git_commit() or "unknown")
     dense = f"dense:{MINILM}"
     assert parent.data.metrics[f"delta.{mlflow_key(dense)}.ndcg_at_10"] == pytest.approx(
-        document["systems"][dense]["nDCG@10"] - document["systems"]["bm25"]["nDCG@10"])
+        document["systems"][dense]["nDCG@10"] - document["systems"]["bm25"]["nDCG@10"]
+    )
     assert 0 < parent.data.metrics[f"p.{mlflow_key(dense)}.ndcg_at_10"] <= 1
-    assert {"metrics.json", "per_query.parquet", "report.md", "significance.csv", "runs"} <= _artifacts(shared.uri, parent.info.run_id)
+    assert {"metrics.json", "per_query.parquet", "report.md", "significance.csv", "runs"} <= _artifacts(
+        shared.uri, parent.info.run_id
+    )
     assert any(a.endswith(".trec") for a in _artifacts(shared.uri, parent.info.run_id, "runs"))
 
     by_system = {r.data.tags["irflow.system"]: r for r in children}
     child = by_system[dense]
     assert child.data.params["model.name"] == MINILM
     assert child.data.params["model.identity"].startswith(("sha256:", "hf:"))
-    assert child.data.params["index.type"] == "flat" and child.data.params["dataset.fingerprint"] == p["dataset.fingerprint"]
+    assert (
+        child.data.params["index.type"] == "flat"
+        and child.data.params["dataset.fingerprint"] == p["dataset.fingerprint"]
+    )
     assert child.data.metrics["ndcg_at_10"] == pytest.approx(document["systems"][dense]["nDCG@10"], abs=1e-12)
     assert child.data.metrics["r_at_100"] == pytest.approx(document["systems"][dense]["R@100"], abs=1e-12)
     assert child.data.metrics["documents_per_second"] > 0  # measured by this run's embed stage
@@ -226,8 +276,11 @@ def test_evaluation_is_tracked_as_a_parent_run_with_a_child_per_system(shared: S
 
     with get_client(sync_client=True) as client:  # and back: the flow run names its MLflow run
         assert f"mlflow-run:{parent.info.run_id}" in client.read_flow_run(flow_run_id).tags
-        assert any(parent.info.run_id in (a.data or "") for a in client.read_artifacts()
-                   if a.key == "mlflow-run" and str(a.flow_run_id) == flow_run_id)
+        assert any(
+            parent.info.run_id in (a.data or "")
+            for a in client.read_artifacts()
+            if a.key == "mlflow-run" and str(a.flow_run_id) == flow_run_id
+        )
 
 
 def test_rerunning_an_unchanged_evaluation_encodes_nothing(shared: Shared) -> None:
@@ -246,11 +299,29 @@ def test_rerunning_an_unchanged_evaluation_encodes_nothing(shared: Shared) -> No
 
 def _write_dataset(folder: Path, documents: int, queries: int = 12) -> Path:
     """A synthetic jsonl dataset: documents about 12 topics, a query per topic judging its documents."""
-    topics = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"]
+    topics = [
+        "alpha",
+        "bravo",
+        "charlie",
+        "delta",
+        "echo",
+        "foxtrot",
+        "golf",
+        "hotel",
+        "india",
+        "juliet",
+        "kilo",
+        "lima",
+    ]
     folder.mkdir(parents=True)
     with open(folder / "corpus.jsonl", "w") as fh:
         for i in range(documents):
-            fh.write(json.dumps({"doc_id": f"d{i}", "title": "", "text": f"{topics[i % 12]} note {i} on {topics[i * 7 % 12]}"}) + "\n")
+            fh.write(
+                json.dumps(
+                    {"doc_id": f"d{i}", "title": "", "text": f"{topics[i % 12]} note {i} on {topics[i * 7 % 12]}"}
+                )
+                + "\n"
+            )
     with open(folder / "queries.jsonl", "w") as fh:
         for q in range(queries):
             fh.write(json.dumps({"query_id": f"q{q}", "text": f"notes about {topics[q]}"}) + "\n")
@@ -262,11 +333,11 @@ def _write_dataset(folder: Path, documents: int, queries: int = 12) -> Path:
 
 
 def test_dask_runner_gives_the_same_results(shared: Shared, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows.evaluate import evaluate_flow
-    from flows.stages import task_runner_scope
-    from tasks.embed import CHUNK_SIZE
-    from tasks.ingest import import_dataset
-    from tasks.tracking import TrackingOptions
+    from irflow.flows.evaluate import evaluate_flow
+    from irflow.flows.stages import task_runner_scope
+    from irflow.tasks.embed import CHUNK_SIZE
+    from irflow.tasks.ingest import import_dataset
+    from irflow.tasks.tracking import TrackingOptions
 
     reference = shared.documents()[0]
     big = _write_dataset(tmp_path / "big", CHUNK_SIZE + 200)  # two chunks: two shards on two workers
@@ -275,37 +346,67 @@ def test_dask_runner_gives_the_same_results(shared: Shared, tmp_path: Path, monk
 
     monkeypatch.setenv("IRFLOW_CACHE_DIR", str(tmp_path / "default-cache"))
     import_dataset(big, "jsonl", "synthetic-big")
-    expected_big = evaluate_flow(dataset="synthetic-big", systems=["bm25", tiny_dense], metrics=METRICS,
-                                 latency_runs=0, output=str(tmp_path / "big-default"), tracking=off)
+    expected_big = evaluate_flow(
+        dataset="synthetic-big",
+        systems=["bm25", tiny_dense],
+        metrics=METRICS,
+        latency_runs=0,
+        output=str(tmp_path / "big-default"),
+        tracking=off,
+    )
 
     monkeypatch.setenv("IRFLOW_CACHE_DIR", str(tmp_path / "dask-cache"))  # nothing cached: workers do it all
     import_dataset(big, "jsonl", "synthetic-big")
     with task_runner_scope("dask") as runner:
         on_dask = evaluate_flow.with_options(task_runner=runner)
-        state = on_dask(systems=SYSTEMS, metrics=METRICS, latency_runs=0, output=str(tmp_path / "dask"),
-                        tracking=off, return_state=True)
-        big_state = on_dask(dataset="synthetic-big", systems=["bm25", tiny_dense], metrics=METRICS, latency_runs=0,
-                            output=str(tmp_path / "big-dask"), tracking=off, return_state=True)
+        state = on_dask(
+            systems=SYSTEMS,
+            metrics=METRICS,
+            latency_runs=0,
+            output=str(tmp_path / "dask"),
+            tracking=off,
+            return_state=True,
+        )
+        big_state = on_dask(
+            dataset="synthetic-big",
+            systems=["bm25", tiny_dense],
+            metrics=METRICS,
+            latency_runs=0,
+            output=str(tmp_path / "big-dask"),
+            tracking=off,
+            return_state=True,
+        )
     assert state.result()["systems"] == reference["systems"]
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "dask" / "per_query.parquet"),
-                                  pd.read_parquet(shared.root / "run1" / "per_query.parquet"))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "dask" / "per_query.parquet"),
+        pd.read_parquet(shared.root / "run1" / "per_query.parquet"),
+    )
     assert big_state.result()["systems"] == expected_big["systems"]
-    shard_runs = [s for name, s in _task_states(big_state.state_details.flow_run_id) if name.startswith("embed ") and "chunks" in name]
+    shard_runs = [
+        s
+        for name, s in _task_states(big_state.state_details.flow_run_id)
+        if name.startswith("embed ") and "chunks" in name
+    ]
     assert shard_runs == ["Completed", "Completed"]
 
 
-def test_nightly_flags_a_degraded_system_and_not_an_unchanged_rerun(shared: Shared, tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_nightly_flags_a_degraded_system_and_not_an_unchanged_rerun(
+    shared: Shared, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from prefect.client.orchestration import get_client
 
-    from flows.suite import RegressionError, nightly_flow
-    from flows.tracking_cli import cmd_compare
+    from irflow.flows.suite import RegressionError, nightly_flow
+    from irflow.flows.tracking_cli import cmd_compare
 
     shared.use(monkeypatch)  # minilm vectors of techdocs are cached there
     uri = os.environ["MLFLOW_TRACKING_URI"]
-    good = Experiment(name="nightly-test", datasets=["techdocs"], systems={"bm25": "bm25", "dense": "dense:minilm"},
-                      metrics=["nDCG@10", "R@100"], mlflow_experiment="nightly")
+    good = Experiment(
+        name="nightly-test",
+        datasets=["techdocs"],
+        systems={"bm25": "bm25", "dense": "dense:minilm"},
+        metrics=["nDCG@10", "R@100"],
+        mlflow_experiment="nightly",
+    )
     degraded = good.model_copy(update={"systems": {"bm25": "bm25", "dense": "dense(max_seq_length=16):minilm"}})
 
     first = nightly_flow(experiment=good, output=str(tmp_path / "n1"))
@@ -319,40 +420,60 @@ def test_nightly_flags_a_degraded_system_and_not_an_unchanged_rerun(shared: Shar
     assert "likely cause: system dense changed" in message and "max_seq_length=16" in message
     assert "bm25:" not in message.split("regressed:")[1].split("(MLflow")[0]  # bm25 did not change
     third = nightly_flow(experiment=good, output=str(tmp_path / "n3"))
-    assert third["previous_run_id"] == first["mlflow_run_id"] and third["regressions"] == 0 and third["comparisons"] == 4
+    assert (
+        third["previous_run_id"] == first["mlflow_run_id"] and third["regressions"] == 0 and third["comparisons"] == 4
+    )
 
     nightly = {r.info.run_id: r for r in _runs(uri, "tags.`irflow.kind` = 'nightly'", "nightly")}
     failed = next(r for r in nightly.values() if r.info.status == "FAILED")
-    assert failed.data.tags["irflow.regression"] == "true" and "nDCG@10" in failed.data.tags["irflow.regression_message"]
+    assert (
+        failed.data.tags["irflow.regression"] == "true" and "nDCG@10" in failed.data.tags["irflow.regression_message"]
+    )
     assert failed.data.metrics["regressions"] == 2
     assert failed.data.metrics[mlflow_key("regression", "delta", "techdocs", "dense", "ndcg_at_10")] < -0.01
     assert "nightly.md" in _artifacts(uri, failed.info.run_id)
     assert nightly[third["mlflow_run_id"]].data.tags["irflow.regression"] == "false"
     with get_client(sync_client=True) as client:
-        markdown = [a for a in client.read_artifacts() if a.key == "nightly-comparison"
-                    and str(a.flow_run_id) == str(state.state_details.flow_run_id)]
+        markdown = [
+            a
+            for a in client.read_artifacts()
+            if a.key == "nightly-comparison" and str(a.flow_run_id) == str(state.state_details.flow_run_id)
+        ]
     assert markdown and "regression(s)" in markdown[0].data and "dense" in markdown[0].data
 
     capsys.readouterr()
-    args = argparse.Namespace(runs=[first["mlflow_run_id"], failed.info.run_id], experiment="nightly", last=2,
-                              kind="evaluation", metric=["nDCG@10"], alpha=0.05, correction="holm",
-                              permutations=1000, seed=0)
+    args = argparse.Namespace(
+        runs=[first["mlflow_run_id"], failed.info.run_id],
+        experiment="nightly",
+        last=2,
+        kind="evaluation",
+        metric=["nDCG@10"],
+        alpha=0.05,
+        correction="holm",
+        permutations=1000,
+        seed=0,
+    )
     assert cmd_compare(args) == 0
     printed = capsys.readouterr().out
     assert "techdocs" in printed and "dense" in printed and "-0." in printed and "*" in printed
 
 
-def test_a_failing_system_does_not_lose_the_others_in_a_suite(shared: Shared, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows.evaluate import SystemsFailed
-    from flows.suite import suite_flow
-    from tasks.ingest import import_dataset
+def test_a_failing_system_does_not_lose_the_others_in_a_suite(
+    shared: Shared, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from irflow.flows.evaluate import SystemsFailed
+    from irflow.flows.suite import suite_flow
+    from irflow.tasks.ingest import import_dataset
 
     shared.use(monkeypatch)
     import_dataset(_write_dataset(tmp_path / "mini", 60), "jsonl", "mini")
     broken = "dense(index=ivf,nlist=5000):minilm"  # valid spec; fails when the index trains on too few vectors
-    exp = Experiment(name="suite-test", datasets=["techdocs", "mini"], systems=["bm25", "bm25:k1=1.2,b=0.75", broken],
-                     metrics=["nDCG@10"])
+    exp = Experiment(
+        name="suite-test",
+        datasets=["techdocs", "mini"],
+        systems=["bm25", "bm25:k1=1.2,b=0.75", broken],
+        metrics=["nDCG@10"],
+    )
     state = suite_flow(experiment=exp, output=str(tmp_path / "suite"), return_state=True)
     assert state.is_failed()
     with pytest.raises(SystemsFailed, match="nlist"):
@@ -376,15 +497,19 @@ def test_a_failing_system_does_not_lose_the_others_in_a_suite(shared: Shared, tm
     assert parent[0].data.metrics["mean.bm25.ndcg_at_10"] == pytest.approx(table["bm25"]["mean"])
 
 
-@pytest.mark.parametrize("kwargs, error, expected", [
-    (dict(dataset="nope"), UnknownNameError, "valid names: .*techdocs"),
-    (dict(systems=["bm26"]), UnknownNameError, "valid system specs"),
-    (dict(systems=["dense:nosuchmodel"]), UnknownNameError, "unknown model 'nosuchmodel'.*minilm"),
-    (dict(metrics=["nDCG@x"]), Exception, "nDCG"),
-])
-def test_bad_input_fails_before_any_stage(kwargs: dict[str, Any], error: type[Exception], expected: str,
-                                          tmp_path: Path, _isolated_cache: Path) -> None:
-    from flows.evaluate import evaluate_flow
+@pytest.mark.parametrize(
+    "kwargs, error, expected",
+    [
+        (dict(dataset="nope"), UnknownNameError, "valid names: .*techdocs"),
+        (dict(systems=["bm26"]), UnknownNameError, "valid system specs"),
+        (dict(systems=["dense:nosuchmodel"]), UnknownNameError, "unknown model 'nosuchmodel'.*minilm"),
+        (dict(metrics=["nDCG@x"]), Exception, "nDCG"),
+    ],
+)
+def test_bad_input_fails_before_any_stage(
+    kwargs: dict[str, Any], error: type[Exception], expected: str, tmp_path: Path, _isolated_cache: Path
+) -> None:
+    from irflow.flows.evaluate import evaluate_flow
 
     with pytest.raises(error, match=expected):
         evaluate_flow(**{"systems": ["bm25"], "output": str(tmp_path / "out"), **kwargs})
@@ -392,11 +517,12 @@ def test_bad_input_fails_before_any_stage(kwargs: dict[str, Any], error: type[Ex
     assert not _runs(os.environ["MLFLOW_TRACKING_URI"])
 
 
-def test_an_unreachable_tracking_server_stops_the_flow_before_ingest(tmp_path: Path, _isolated_cache: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows.evaluate import evaluate_flow
-    from flows.suite import suite_flow
-    from flows.tracking_cli import configure_run
+def test_an_unreachable_tracking_server_stops_the_flow_before_ingest(
+    tmp_path: Path, _isolated_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from irflow.flows.evaluate import evaluate_flow
+    from irflow.flows.suite import suite_flow
+    from irflow.flows.tracking_cli import configure_run
 
     uri = f"http://127.0.0.1:{_closed_port()}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -407,8 +533,9 @@ def test_an_unreachable_tracking_server_stops_the_flow_before_ingest(tmp_path: P
     with pytest.raises(TrackingError, match=uri):
         configure_run(argparse.Namespace(no_track=False, task_runner="default", scheduler=None, experiment="x", seed=0))
     assert not (tmp_path / "out").exists() and not any(_isolated_cache.iterdir())
-    flow, extra = configure_run(argparse.Namespace(no_track=True, task_runner="dask", scheduler=None,
-                                                   experiment="x", seed=3))
+    flow, extra = configure_run(
+        argparse.Namespace(no_track=True, task_runner="dask", scheduler=None, experiment="x", seed=3)
+    )
     assert extra["seed"] == 3 and not extra["tracking"].enabled
     assert type(flow.task_runner).__name__ == "DaskTaskRunner"
 
@@ -416,12 +543,34 @@ def test_an_unreachable_tracking_server_stops_the_flow_before_ingest(tmp_path: P
 def test_irflow_run_logs_an_evaluation_with_latency_to_mlflow(tmp_path: Path) -> None:
     """The command line, as a user runs it: BM25 only (the dense DAG is covered above)."""
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
-    done = subprocess.run([sys.executable, "-m", "flows.cli", "run", "--system", "bm25", "--system", "bm25:k1=1.2,b=0.75",
-                           "--metric", "nDCG@10", "--metric", "R@100", "--latency-runs", "1", "--output",
-                           str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "irflow.flows.cli",
+            "run",
+            "--system",
+            "bm25",
+            "--system",
+            "bm25:k1=1.2,b=0.75",
+            "--metric",
+            "nDCG@10",
+            "--metric",
+            "R@100",
+            "--latency-runs",
+            "1",
+            "--output",
+            str(tmp_path / "out"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     uri = os.environ["MLFLOW_TRACKING_URI"]
-    parent, = _runs(uri, "tags.`irflow.kind` = 'evaluation'")
+    (parent,) = _runs(uri, "tags.`irflow.kind` = 'evaluation'")
     children = _runs(uri, f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     assert sorted(r.info.run_name for r in children) == ["bm25", "bm25:k1=1.2,b=0.75"]
     for child in children:
@@ -436,17 +585,34 @@ def test_irflow_run_logs_an_evaluation_with_latency_to_mlflow(tmp_path: Path) ->
 def test_irflow_nightly_command_runs_the_suite_and_compares_with_the_last_one(tmp_path: Path) -> None:
     """``irflow nightly CONFIG`` as a user types it, twice: the second run compares with the first."""
     config = tmp_path / "cli-nightly.yaml"
-    config.write_text("name: cli-nightly\ndatasets: [techdocs]\nsystems: [bm25]\nmetrics: [nDCG@10, R@100]\n"
-                      "latency_runs: 0\nmlflow_experiment: cli-nightly\n")
+    config.write_text(
+        "name: cli-nightly\ndatasets: [techdocs]\nsystems: [bm25]\nmetrics: [nDCG@10, R@100]\n"
+        "latency_runs: 0\nmlflow_experiment: cli-nightly\n"
+    )
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
     for attempt in range(2):
-        done = subprocess.run([sys.executable, "-m", "flows.cli", "nightly", str(config), "--output",
-                               str(tmp_path / f"out{attempt}")], env=env, capture_output=True, text=True, timeout=600,
-                              cwd=ROOT)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "irflow.flows.cli",
+                "nightly",
+                str(config),
+                "--output",
+                str(tmp_path / f"out{attempt}"),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=ROOT,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         assert "suite.md" in done.stdout and (tmp_path / f"out{attempt}" / "suite.md").is_file()
-    first, second = sorted(_runs(os.environ["MLFLOW_TRACKING_URI"], "tags.`irflow.kind` = 'nightly'", "cli-nightly"),
-                           key=lambda r: r.info.start_time)
+    first, second = sorted(
+        _runs(os.environ["MLFLOW_TRACKING_URI"], "tags.`irflow.kind` = 'nightly'", "cli-nightly"),
+        key=lambda r: r.info.start_time,
+    )
     assert first.info.status == second.info.status == "FINISHED"
     assert second.data.tags["irflow.regression"] == "false" and second.data.metrics["regressions"] == 0
     assert second.data.tags["irflow.previous_run"] == first.info.run_id and "irflow.previous_run" not in first.data.tags
@@ -459,18 +625,35 @@ def _closed_port() -> int:
 
 
 def test_cli_pieces_parse_into_the_flow_options() -> None:
-    from flows.tracking_cli import add_orchestration_parsers, add_run_options, cmd_compare, cmd_suite
+    from irflow.flows.tracking_cli import add_orchestration_parsers, add_run_options, cmd_compare, cmd_suite
 
     parser = argparse.ArgumentParser(prog="irflow")
     sub = parser.add_subparsers(dest="command", required=True)
     add_run_options(sub.add_parser("run"))
     add_orchestration_parsers(sub)
-    args = parser.parse_args(["run", "--task-runner", "dask", "--scheduler", "tcp://10.0.0.5:8786", "--experiment", "e",
-                              "--no-track", "--seed", "4"])
-    assert (args.task_runner, args.scheduler, args.experiment, args.no_track, args.seed) == \
-        ("dask", "tcp://10.0.0.5:8786", "e", True, 4)
+    args = parser.parse_args(
+        [
+            "run",
+            "--task-runner",
+            "dask",
+            "--scheduler",
+            "tcp://10.0.0.5:8786",
+            "--experiment",
+            "e",
+            "--no-track",
+            "--seed",
+            "4",
+        ]
+    )
+    assert (args.task_runner, args.scheduler, args.experiment, args.no_track, args.seed) == (
+        "dask",
+        "tcp://10.0.0.5:8786",
+        "e",
+        True,
+        4,
+    )
     assert parser.parse_args(["compare", "a", "b", "--metric", "nDCG@10"]).func is cmd_compare
     assert parser.parse_args(["compare", "--last", "5", "--kind", "nightly"]).last == 5
     nightly = parser.parse_args(["nightly", "deployments/nightly.yaml", "--task-runner", "dask"])
     assert nightly.func is cmd_suite and nightly.command == "nightly"
-    validate_experiment(load_experiment(ROOT / "deployments" / "nightly.yaml"))
+    validate_experiment(load_experiment(ROOT / "irflow" / "deployments" / "nightly.yaml"))

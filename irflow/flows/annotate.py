@@ -1,0 +1,322 @@
+"""The ``annotate`` flow and the ``irflow annotate`` command: zELO annotation with a judge ensemble.
+
+Composition only: each step is a thin Prefect task over ``tasks.annotate.pipeline``; MLflow gets
+the judges, prompt version, call and failure counts, inter-judge agreement, benchmark figures and
+the plots. Prefect and MLflow are imported only when the flow runs, so registering the command
+keeps ``irflow --help`` fast: ``annotate_flow`` is built on first access.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+EXPERIMENT = "irflow-annotate"
+
+
+def default_output(dataset: str) -> Path:
+    return Path("results") / "annotate" / dataset.replace("/", "_")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "annotate_flow":
+        return _annotate_flow()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def _annotate_flow() -> Any:
+    """Define the Prefect tasks and flow (imports Prefect)."""
+    from prefect import flow, task
+    from prefect.cache_policies import NONE
+
+    from irflow.tasks.annotate import pipeline
+
+    plan_task = task(name="plan annotation", cache_policy=NONE)(pipeline.plan)
+    judge_task = task(name="judge pairs", cache_policy=NONE)(pipeline.judge)
+    fit_task = task(name="ensemble + Bradley-Terry", cache_policy=NONE)(pipeline.fit)
+    outputs_task = task(name="write annotation", cache_policy=NONE)(pipeline.write_outputs)
+    track_task = task(name="track annotation", cache_policy=NONE)(log_annotation)
+
+    @flow(name="annotate")
+    def annotate_flow(
+        dataset: str,
+        output: str | None = None,
+        split: str | None = None,
+        system: str | None = None,
+        k: int | None = pipeline.DEFAULT_K,
+        queries: int | None = None,
+        judges: tuple[str, ...] = pipeline.DEFAULT_JUDGES,
+        cycles: int = 4,
+        seed: int = 0,
+        ensemble: str = "vote",
+        prior: float = 1.0,
+        price_per_1k: float | None = None,
+        benchmark: tuple[str, ...] = (),
+        track: bool = True,
+    ) -> dict[str, Any]:
+        """Annotate ``dataset`` (candidates → pairs → judges → ensemble → Bradley–Terry → outputs)."""
+        config = pipeline.AnnotateConfig(
+            dataset=dataset,
+            output=output or str(default_output(dataset)),
+            split=split,
+            system=system,
+            k=k,
+            queries=queries,
+            judges=tuple(judges),
+            cycles=cycles,
+            seed=seed,
+            ensemble=ensemble,
+            prior=prior,
+            price_per_1k=price_per_1k,
+            benchmark=tuple(benchmark),
+        )
+        p = plan_task(config)
+        stats = judge_task(p)
+        annotation = fit_task(p)
+        summary = outputs_task(p, annotation, stats)
+        if track:
+            summary["mlflow_run_id"] = track_task(p, summary)
+        return summary
+
+    return annotate_flow
+
+
+# ---------------------------------------------------------------------------------------------
+# MLflow
+
+
+def _metric(name: str) -> str:
+    """``nDCG@10`` -> ``ndcg_at_10`` (the house spelling of a measure), anything else via ``mlflow_key``."""
+    from irflow.tasks.schema import IrflowError
+    from irflow.tasks.tracking import metric_key, mlflow_key
+
+    try:
+        return metric_key(name)
+    except IrflowError:  # not an ir_measures name (accuracy, R@5(gt=10))
+        return mlflow_key(name)
+
+
+def metrics_of(summary: dict[str, Any]) -> dict[str, float]:
+    """The flat MLflow metrics of an annotation summary."""
+    from irflow.tasks.tracking import mlflow_key
+
+    votes = summary["votes"]
+    run = summary.get("this_run") or {}
+    out: dict[str, float] = {
+        "pairs": summary["pairs"],
+        "queries": summary["candidates"]["queries"],
+        "documents": summary["candidates"]["documents"],
+        "calls": sum(run.get("calls", {}).values()),
+        "retries": sum(run.get("retries", {}).values()),
+        "missing_this_run": sum(run.get("missing", {}).values()),
+        "votes_valid": sum(votes["valid"].values()),
+        "votes_missing": sum(votes["missing"].values()),
+        "pairs_without_outcome": votes["pairs_without_outcome"],
+        "bt_max_iterations": summary["bradley_terry"]["max_iterations"],
+        "bt_converged": float(summary["bradley_terry"]["converged"]),
+    }
+    for judge in summary["judges"]:
+        out[mlflow_key("calls", judge)] = run.get("calls", {}).get(judge, 0)
+        out[mlflow_key("missing", judge)] = votes["missing"][judge]
+    for pair, value in summary["inter_judge_agreement"].items():
+        out[mlflow_key("agreement", pair)] = value["agreement"]
+    human = summary.get("human_grades") or {}
+    for judge, value in human.get("battles", {}).items():
+        out[mlflow_key("human_agreement", judge)] = value["agreement"]
+    for metric, value in human.get("zelo_vs_grades", {}).items():
+        out[mlflow_key("zelo_vs_grades", _metric(metric))] = value
+    for system, entry in (summary.get("benchmarks") or {}).items():
+        for truth, values in entry.items():
+            for metric, value in values.items():
+                out[mlflow_key(system, truth, _metric(metric))] = value
+    return {k: float(v) for k, v in out.items() if v is not None}
+
+
+def log_annotation(p: Any, summary: dict[str, Any]) -> str:
+    """One MLflow run (tasks.tracking): params, metrics, judges, outputs, plots; returns its id.
+    Judges are described by name, model and key variable, never by key."""
+    from irflow.tasks.tracking import Tracker, check_tracking
+
+    tracker = Tracker(EXPERIMENT, check_tracking())
+    config = p.config
+    folder = Path(config.output)
+    run_id = tracker.start(f"annotate {p.dataset.name}", "annotation")
+    try:
+        tracker.log(
+            run_id,
+            params={
+                "dataset": p.dataset.name,
+                "split": p.dataset.split,
+                "fingerprint": p.dataset.fingerprint,
+                "system": config.system or "candidates table",
+                "k": config.k,
+                "queries": config.queries,
+                "cycles": config.cycles,
+                "seed": config.seed,
+                "ensemble": config.ensemble,
+                "prior": config.prior,
+                "prompt_version": summary["prompt_version"],
+                "prompt_sha256": summary["prompt_sha256"],
+                "judges": ", ".join(summary["judges"]),
+                "judge_versions": ", ".join(j.version for j in p.judges),
+                "output": str(folder.resolve()),
+            },
+            metrics=metrics_of(summary),
+        )
+        tracker.client.log_dict(run_id, summary["judges"], "judges.json")
+        tracker.log_files(
+            run_id, folder, files=("summary.json", "annotated.jsonl", "qrels.trec", "config.json"), dirs=("plots",)
+        )
+    except BaseException:
+        tracker.end(run_id, failed=True)
+        raise
+    tracker.end(run_id)
+    return run_id
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+
+
+def add_annotate_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``irflow annotate`` on the CLI's subparsers."""
+    from irflow.tasks.annotate.judges import JUDGE_HELP
+
+    p = subparsers.add_parser(
+        "annotate",
+        help="zELO relevance annotation with a judge ensemble (resumable; --dry-run for the cost)",
+        description="Annotate candidates with pairwise battles judged by an ensemble, turned into per-document "
+        "zELO scores (Bradley-Terry), graded qrels and zbench AnnotatedQueryDocuments JSONL. "
+        "Rerunning with the same --output resumes: only the missing votes are asked for.",
+        epilog=JUDGE_HELP + "\nAPI keys come from the environment only.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--dataset", help="dataset name (techdocs, beir/..., or an imported one)")
+    source.add_argument("--input", metavar="JSONL", help="a zbench QueryDocuments file (imported as dataset --name)")
+    p.add_argument("--name", help="dataset name for --input (default: zbench-<file stem>)")
+    p.add_argument("--split", help="dataset split (default: test)")
+    p.add_argument(
+        "--system",
+        metavar="SPEC",
+        help="pick candidates as the top K of this system (default: the "
+        "dataset's candidates table, as a zbench import has)",
+    )
+    p.add_argument("--k", type=int, default=20, help="documents per query (default 20; 0 = no limit)")
+    p.add_argument("--queries", type=int, help="annotate only the first N queries (by id)")
+    p.add_argument(
+        "--judge",
+        action="append",
+        metavar="SPEC",
+        help="judge spec, repeatable (default: model:minilm and system:bm25, an offline ensemble)",
+    )
+    p.add_argument("--cycles", type=int, default=4, help="random cycles per query (default 4: ~8 battles a document)")
+    p.add_argument("--seed", type=int, default=0, help="seed of pairs and A/B swaps (default 0)")
+    p.add_argument(
+        "--ensemble",
+        choices=["vote", "mean"],
+        default="vote",
+        help="vote: fraction of judges preferring a document (zbench); mean: mean signed score",
+    )
+    p.add_argument("--prior", type=float, default=1.0, help="Bradley-Terry prior: virtual battles per document")
+    p.add_argument(
+        "--price-per-1k",
+        type=float,
+        help="USD per 1k tokens of LLM judges, for the estimate (default 0.005; per judge: price= option)",
+    )
+    p.add_argument(
+        "--benchmark",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="benchmark this system against the annotation (repeatable)",
+    )
+    p.add_argument("--output", metavar="DIR", help="annotation folder (default: results/annotate/<dataset>)")
+    p.add_argument("--dry-run", action="store_true", help="print the calls and estimated cost, then stop")
+    p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+    p.set_defaults(func=cmd_annotate, runs_flow=True)
+    return p
+
+
+def cmd_annotate(args: argparse.Namespace) -> int:
+    from irflow.tasks.annotate import pipeline
+
+    dataset = args.dataset
+    if args.input:
+        from irflow.tasks.ingest import import_dataset
+
+        dataset = args.name or "zbench-" + re.sub(r"[^A-Za-z0-9._-]+", "-", Path(args.input).stem)
+        import_dataset(args.input, "zbench", dataset, split=args.split)
+    judges = tuple(args.judge or pipeline.DEFAULT_JUDGES)
+    output = args.output or str(default_output(dataset))
+    config = pipeline.AnnotateConfig(
+        dataset=dataset,
+        output=output,
+        split=args.split,
+        system=args.system,
+        k=args.k or None,
+        queries=args.queries,
+        judges=judges,
+        cycles=args.cycles,
+        seed=args.seed,
+        ensemble=args.ensemble,
+        prior=args.prior,
+        price_per_1k=args.price_per_1k,
+        benchmark=tuple(args.benchmark),
+    )
+    planned = pipeline.plan(config)  # no judge is called: the estimate comes before any spending
+    estimate = pipeline.estimate(planned)
+    print(
+        f"{planned.candidates['query_id'].nunique()} queries, {len(planned.candidates)} documents, "
+        f"{len(planned.pairs)} pairs; calls still to make:"
+    )
+    print(estimate.text())
+    if args.dry_run:
+        return 0
+    from irflow.flows import prefect_api
+
+    prefect_api.ready()
+    summary = _annotate_flow()(
+        dataset=dataset,
+        output=output,
+        split=args.split,
+        system=args.system,
+        k=args.k or None,
+        queries=args.queries,
+        judges=judges,
+        cycles=args.cycles,
+        seed=args.seed,
+        ensemble=args.ensemble,
+        prior=args.prior,
+        price_per_1k=args.price_per_1k,
+        benchmark=tuple(args.benchmark),
+        track=not args.no_track,
+    )
+    print(_report(summary, output))
+    return 0
+
+
+def _report(summary: dict[str, Any], output: str) -> str:
+    votes = summary["votes"]
+    lines = [
+        f"votes: {sum(votes['valid'].values()):,} valid, {sum(votes['missing'].values()):,} missing "
+        f"({json.dumps(votes['missing'])})"
+    ]
+    for pair, value in summary["inter_judge_agreement"].items():
+        lines.append(f"agreement {pair}: {_fmt(value['agreement'])} over {value['pairs']} pairs")
+    for judge, value in (summary.get("human_grades") or {}).get("battles", {}).items():
+        lines.append(f"agreement with human grades, {judge}: {_fmt(value['agreement'])} over {value['pairs']} battles")
+    for system, entry in (summary.get("benchmarks") or {}).items():
+        for truth, values in entry.items():
+            lines.append(f"{system} {truth}: " + ", ".join(f"{m} {_fmt(v)}" for m, v in values.items()))
+    lines.append(f"outputs: {output}/ (annotated.jsonl, qrels.trec, zelo.parquet, summary.json, plots/)")
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"

@@ -1,0 +1,158 @@
+"""The ``evaluate`` flow: one dataset × systems → runs, per-query metrics, costs, significance, report.
+
+Composition only: every stage is a thin Prefect task over a pure function from ``tasks/``.
+Specs, metric names and the dataset name are validated before any expensive stage runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from prefect import flow, task
+from prefect.cache_policies import NONE
+from prefect.futures import wait
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from irflow.flows.stages import embed_stage, track_task
+from irflow.tasks import report as report_stage
+from irflow.tasks.experiment import check_models
+from irflow.tasks.ingest import check_name, load_dataset
+from irflow.tasks.metrics import evaluate as evaluate_metrics
+from irflow.tasks.metrics import mean, parse_measures
+from irflow.tasks.retrieve import measure_latency, retrieve
+from irflow.tasks.schema import Dataset, DownloadError, IrflowError
+from irflow.tasks.systems import as_spec
+from irflow.tasks.tracking import TrackingOptions, check_tracking
+
+DEFAULT_DATASET = "techdocs"
+DEFAULT_SYSTEMS = ("bm25", "dense:minilm", "hybrid:bm25+dense:minilm")
+DEFAULT_METRICS = ("nDCG@10", "nDCG@100", "R@10", "R@100", "P@10", "RR@10", "AP@100", "Success@10", "Rprec")
+
+
+def default_output(dataset: str) -> Path:
+    return Path("results") / dataset.replace("/", "_")
+
+
+def _network_failure(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry ingestion only when a download failed; bad input fails at once."""
+    return isinstance(state.result(raise_on_failure=False), DownloadError)
+
+
+class SystemsFailed(IrflowError):
+    """Some systems failed; the others' results were still written (and tracked)."""
+
+
+def validate(dataset: str, systems: Sequence[str], metrics: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Canonical system specs and metric names; raises (listing the valid choices) before any work."""
+    check_name(dataset)
+    specs = [str(as_spec(s)) for s in systems]
+    check_models(specs)  # unknown models fail here too, listing the aliases
+    return specs, [m.name for m in parse_measures(metrics)]
+
+
+@task(name="ingest", retries=2, retry_delay_seconds=10, retry_condition_fn=_network_failure, cache_policy=NONE)
+def ingest_task(name: str, split: str | None) -> Dataset:
+    return load_dataset(name, split)
+
+
+@task(name="retrieve", task_run_name="retrieve {system}", cache_policy=NONE)
+def retrieve_task(dataset: Dataset, system: str, depth: int) -> Any:
+    return retrieve(dataset, system, depth)
+
+
+@task(name="latency", task_run_name="latency {system}", cache_policy=NONE)
+def latency_task(dataset: Dataset, system: str, depth: int, num_runs: int, seed: int = 0) -> dict[str, Any]:
+    latency = measure_latency(dataset, system, depth=depth, num_runs=num_runs, seed=seed)
+    return {k: v for k, v in vars(latency).items() if k not in ("system", "info")}
+
+
+@task(name="metrics", task_run_name="metrics {system}", cache_policy=NONE)
+def metrics_task(
+    dataset: Dataset, system: str, result: Any, measures: list[str], cost: dict[str, Any]
+) -> report_stage.SystemEvaluation:
+    per_query = evaluate_metrics(result.run, dataset.qrels, measures)
+    cost = {"retrieve_seconds": result.search_seconds, "prepare_seconds": result.prepare_seconds, **cost}
+    return report_stage.SystemEvaluation(system, result.run, per_query, mean(per_query), cost)
+
+
+@task(name="significance", cache_policy=NONE)
+def significance_task(
+    evaluations: list[report_stage.SystemEvaluation], measures: list[str], baseline: str, seed: int = 0
+) -> pd.DataFrame:
+    return report_stage.significance_table(report_stage.per_query_table(evaluations), measures, baseline, seed=seed)
+
+
+@task(name="report", cache_policy=NONE)
+def report_task(
+    output: str,
+    dataset: Dataset,
+    evaluations: list[report_stage.SystemEvaluation],
+    measures: list[str],
+    depth: int,
+    baseline: str | None = None,
+    comparisons: pd.DataFrame | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    return report_stage.write_outputs(
+        output, dataset, evaluations, measures, depth, baseline=baseline, comparisons=comparisons, seed=seed
+    )
+
+
+@flow(name="evaluate", task_runner=ThreadPoolTaskRunner(max_workers=1))  # `--task-runner dask`: with_options
+def evaluate_flow(
+    dataset: str = DEFAULT_DATASET,
+    systems: Sequence[str] = DEFAULT_SYSTEMS,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    split: str | None = None,
+    depth: int = 100,
+    output: str | None = None,
+    latency_runs: int = 3,
+    baseline: str | None = None,
+    seed: int = 0,
+    tracking: TrackingOptions = TrackingOptions(),
+    strict: bool = True,
+) -> dict[str, Any]:
+    """Evaluate ``systems`` on ``dataset``; returns the metrics document also written to ``output``.
+
+    Every system is compared with ``baseline`` (default: the first system; added if not listed).
+    A failing system does not lose the others: their results are written and tracked, then the
+    flow fails naming it (``strict=False``: the document lists it under ``failed`` instead).
+    """
+    specs, measures = validate(dataset, [baseline, *systems] if baseline else systems, metrics)
+    specs = list(dict.fromkeys(specs))
+    if tracking.enabled:
+        check_tracking()  # an unreachable store fails now, naming its URI, before any stage runs
+    data = ingest_task(dataset, split)
+    embedded = embed_stage(data, specs)
+    runs = {system: retrieve_task.submit(data, system, depth) for system in specs}  # in parallel on Dask
+    wait(list(runs.values()))
+    evaluations, infos, failed = [], {}, {}
+    for system, run in runs.items():
+        try:
+            result = run.result()
+        except Exception as exc:
+            failed[system] = f"{type(exc).__name__}: {exc}"
+            continue
+        infos[system] = result.info
+        cost = latency_task(data, system, depth, latency_runs, seed) if latency_runs > 0 else {}
+        evaluations.append(metrics_task(data, system, result, measures, cost))
+    if not evaluations:
+        raise SystemsFailed("every system failed: " + "; ".join(f"{s}: {e}" for s, e in failed.items()))
+    base = specs[0] if specs[0] not in failed else evaluations[0].system
+    comparisons = significance_task(evaluations, measures, base, seed)
+    output = output or str(default_output(dataset))
+    document = report_task(output, data, evaluations, measures, depth, base, comparisons, seed)
+    if tracking.enabled:
+        document = {**document, "mlflow": track_task(output, tracking, infos, failed, embedded, seed)}
+    if failed:
+        document = {**document, "failed": failed}
+        if strict:
+            raise SystemsFailed(
+                f"{len(failed)} of {len(specs)} systems failed ("
+                + "; ".join(f"{s}: {e}" for s, e in failed.items())
+                + f"); the others' results are in {output}"
+            )
+    return document

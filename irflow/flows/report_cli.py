@@ -1,0 +1,38 @@
+"""``irflow report RUN_DIR``: rebuild report.md, significance.csv and plots of a result folder from its
+stored files (metrics.json, per_query.parquet, runs/*.trec), without re-running retrieval.
+
+Wired into the CLI by ``flows.cli.build_parser`` with ``add_report_parser(sub)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from irflow.tasks.report import rebuild_report
+
+    overrides = {k: v for k in ("permutations", "bootstrap", "seed") if (v := getattr(args, k)) is not None}
+    path = rebuild_report(args.run_dir, load=not args.no_dataset, **overrides)
+    print(f"report: {path} (plots in {path.parent / 'plots'}/, tests in {path.parent / 'significance.csv'})")
+    return 0
+
+
+def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``report RUN_DIR`` on the ``irflow`` sub-command parsers."""
+    p = subparsers.add_parser("report", help="rebuild report.md and plots of a result folder (no retrieval)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a folder written by `irflow run --output DIR`")
+    p.add_argument(
+        "--no-dataset",
+        action="store_true",
+        help="do not re-load the dataset (no segments, document types, lengths or snippets)",
+    )
+    p.add_argument("--permutations", type=int, help="randomization test sign flips (default: as stored, 10000)")
+    p.add_argument("--bootstrap", type=int, help="bootstrap resamples for the CIs (default: as stored, 10000)")
+    p.add_argument("--seed", type=int, help="seed of the randomization test and bootstrap (default: as stored, 0)")
+    p.set_defaults(func=cmd_report)
+    return p
+
+
+__all__ = ["add_report_parser", "cmd_report"]

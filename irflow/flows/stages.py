@@ -1,0 +1,231 @@
+"""Prefect stages shared by the flows: embed (sharded on Dask, cached across runs), track (MLflow),
+the task runner, and the links between a Prefect flow run and its MLflow runs.
+
+Thin wrappers over ``tasks.sharding`` and ``tasks.tracking``; composition stays in the flows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NONE
+from prefect.context import FlowRunContext
+from prefect.futures import wait
+
+from irflow.tasks import sharding, tracking
+from irflow.tasks.schema import Dataset, UnknownNameError
+
+TASK_RUNNERS = ("default", "dask")
+
+
+# ---------------------------------------------------------------------------------------------
+# embed: one task per corpus encoding; on Dask first one task per chunk range
+
+
+def _job_cache_key(context: Any, inputs: dict[str, Any]) -> str:
+    """Same embedding key and cache folder -> the same cached state (refreshed when files are missing)."""
+    job: sharding.EmbedJob = inputs["job"]
+    shard = ",".join(map(str, inputs.get("chunks", ())))
+    return "embed-" + hashlib.sha256(f"{job.key_dir}|{shard}".encode()).hexdigest()[:32]
+
+
+@task(name="embed", task_run_name="embed {job.model}", cache_key_fn=_job_cache_key, persist_result=True, retries=1)
+def embed_task(dataset: Dataset, job: sharding.EmbedJob) -> dict[str, Any]:
+    return sharding.encode_job(dataset, job)
+
+
+@task(
+    name="embed-shard",
+    task_run_name="embed {job.model} chunks {chunks}",
+    cache_key_fn=_job_cache_key,
+    persist_result=True,
+    retries=1,
+)
+def embed_shard_task(dataset: Dataset, job: sharding.EmbedJob, chunks: list[int]) -> dict[str, Any]:
+    return sharding.encode_shard(dataset, job, chunks)
+
+
+def parallel_workers() -> int:
+    """Workers of the current flow's Dask runner (0 under the default runner)."""
+    runner = getattr(FlowRunContext.get(), "task_runner", None)
+    if type(runner).__name__ != "DaskTaskRunner":
+        return 0
+    return max(1, len(runner.client.scheduler_info().get("workers", {})))  # the client starts on first use
+
+
+def embed_stage(dataset: Dataset, systems: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Encode every corpus the systems need before retrieval; returns per dense spec what was encoded
+    (``encoded``, ``seconds``) and whether Prefect served it from its cache (``cached``). A re-run of
+    an unchanged evaluation is all cached: nothing is encoded. An encoding that fails is recorded
+    (``error``): only the systems that need it fail, in retrieval."""
+    jobs = sharding.embed_jobs(dataset, systems)
+    workers = parallel_workers()
+
+    def options(job: sharding.EmbedJob) -> dict[str, Any]:
+        return {"refresh_cache": not job.complete}  # files gone -> run again, never trust a stale record
+
+    shards = [
+        (job.system, embed_shard_task.with_options(**options(job)).submit(dataset, job, chunks))
+        for job in jobs
+        if workers > 1 and job.chunks > 1
+        for chunks in sharding.shards(job, workers)
+    ]
+    wait([future for _, future in shards])  # a failed shard leaves its chunks to the embed task below
+    futures = {job.system: embed_task.with_options(**options(job)).submit(dataset, job) for job in jobs}
+    wait(list(futures.values()))
+    out: dict[str, dict[str, Any]] = {}
+    for system, future in futures.items():
+        try:
+            out[system] = {**future.result(), "cached": future.state.name == "Cached"}
+        except Exception as exc:
+            out[system] = {"encoded": 0, "seconds": 0.0, "cached": False, "error": f"{type(exc).__name__}: {exc}"}
+    for system, future in shards:  # the shards did the encoding: count theirs (seconds summed over workers)
+        done = future.result(raise_on_failure=False)
+        if isinstance(done, dict) and future.state.name != "Cached":
+            out[system]["cached"] = False
+            out[system]["encoded"] += done["encoded"]
+            out[system]["seconds"] += done["seconds"]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# track
+
+
+def prefect_tags() -> dict[str, str]:
+    """Tags linking an MLflow run to the Prefect flow run that logged it."""
+    from prefect import runtime
+    from prefect.settings import PREFECT_UI_URL
+
+    tags = {
+        "prefect.flow_run_id": runtime.flow_run.id,
+        "prefect.flow_run_name": runtime.flow_run.name,
+        "prefect.flow_name": runtime.flow_run.flow_name,
+        "prefect.deployment_id": runtime.deployment.id,
+    }
+    if PREFECT_UI_URL.value() and runtime.flow_run.id:  # a server with a UI, not a temporary one
+        tags["prefect.flow_run_url"] = runtime.flow_run.ui_url
+    return {k: str(v) for k, v in tags.items() if v}
+
+
+def link_to_mlflow(tracker: tracking.Tracker, run_id: str, title: str) -> None:
+    """The other direction: a tag ``mlflow-run:<id>`` on the flow run and a markdown artifact with the link."""
+    from prefect import runtime
+    from prefect.artifacts import create_markdown_artifact
+    from prefect.client.orchestration import get_client
+
+    url = tracker.run_url(run_id)
+    where = f"[{run_id}]({url})" if url else f"`{run_id}`"
+    create_markdown_artifact(
+        markdown=f"**{title}** — MLflow run {where}, experiment `{tracker.experiment}`, store "
+        f"`{tracking.redact(tracker.uri)}`",
+        key="mlflow-run",
+        description="MLflow run of this flow run",
+    )
+    flow_run_id = runtime.flow_run.id
+    if flow_run_id:
+        with get_client(sync_client=True) as client:
+            current = client.read_flow_run(flow_run_id).tags
+            client.update_flow_run(flow_run_id, tags=[*current, f"mlflow-run:{run_id}"])
+
+
+@task(name="track", cache_policy=NONE)
+def track_task(
+    output: str,
+    options: tracking.TrackingOptions,
+    infos: Mapping[str, Mapping[str, Any]],
+    failed: Mapping[str, str],
+    embedded: Mapping[str, Mapping[str, Any]],
+    seed: int,
+) -> dict[str, Any]:
+    """Log the result folder to MLflow (evaluation run + a run per system) and link it with this flow run."""
+    tracker = tracking.Tracker(options.experiment)
+    encoded = sum(e["encoded"] for e in embedded.values() if not e["cached"])
+    logged = tracking.log_evaluation(
+        tracker,
+        output,
+        infos=infos,
+        labels=options.labels,
+        failed=failed,
+        parent=options.parent_run_id,
+        tags=prefect_tags(),
+        seeds={"seed.significance": seed, "seed.latency": seed},
+        encode_rates={
+            s: e["encoded"] / e["seconds"]
+            for s, e in embedded.items()
+            if not e["cached"] and e.get("encoded") and e.get("seconds")
+        },
+        metrics={
+            "documents_encoded": float(encoded),
+            "embed_stages_cached": float(sum(e["cached"] for e in embedded.values())),
+        },
+    )
+    link_to_mlflow(tracker, logged.run_id, "evaluation")
+    return {"run_id": logged.run_id, "systems": logged.systems, "url": logged.url, "experiment": tracker.experiment}
+
+
+# ---------------------------------------------------------------------------------------------
+# task runners
+
+
+def make_task_runner(kind: str = "default", address: str | None = None, workers: int | None = None) -> Any:
+    """None for the flow's own runner; ``dask``: a DaskTaskRunner on ``address`` (an existing scheduler,
+    e.g. ``tcp://10.0.0.5:8786``) or on a LocalCluster bound to 127.0.0.1 with its dashboard on a free port."""
+    if kind not in TASK_RUNNERS:
+        raise UnknownNameError(f"unknown task runner {kind!r}; valid: {', '.join(TASK_RUNNERS)}")
+    if kind == "default":
+        if address:
+            raise UnknownNameError("a scheduler address needs --task-runner dask")
+        return None
+    from prefect_dask import DaskTaskRunner
+
+    if address:
+        return DaskTaskRunner(address=address)
+    return DaskTaskRunner(cluster_class="distributed.LocalCluster", cluster_kwargs=local_cluster_options(workers))
+
+
+def local_cluster_options(workers: int | None = None) -> dict[str, Any]:
+    """A LocalCluster on 127.0.0.1 (dashboard on a free port) whose workers report to this process's
+    Prefect API, the ephemeral one included (else each worker would start a server of its own)."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        api_url = str(client.api_url).rstrip("/")
+    return {
+        "n_workers": workers or min(2, os.cpu_count() or 1),
+        "threads_per_worker": 1,
+        "processes": True,
+        "host": "127.0.0.1",
+        "dashboard_address": "127.0.0.1:0",
+        "env": {"PREFECT_API_URL": api_url},
+    }
+
+
+@contextlib.contextmanager
+def task_runner_scope(kind: str = "default", address: str | None = None) -> Iterator[Any]:
+    """A task runner shared by several flows: for ``dask`` without an address, one LocalCluster for all."""
+    if kind != "dask" or address:
+        yield make_task_runner(kind, address)
+        return
+    from distributed import LocalCluster
+
+    with LocalCluster(**local_cluster_options()) as cluster:
+        yield make_task_runner("dask", cluster.scheduler_address)
+
+
+__all__ = [
+    "TASK_RUNNERS",
+    "embed_stage",
+    "embed_task",
+    "link_to_mlflow",
+    "make_task_runner",
+    "parallel_workers",
+    "prefect_tags",
+    "task_runner_scope",
+    "track_task",
+]

@@ -1,0 +1,286 @@
+"""The ``suite`` and ``nightly`` flows: an experiment (datasets × systems) as one MLflow parent run
+with an ``evaluate`` subflow (and evaluation run) per dataset.
+
+``nightly`` then compares with the last successful nightly run of the same configuration
+(``Experiment.config_id``) and ends Failed when a metric dropped by more than the threshold with
+a significant paired test after correction, naming metric, delta, p-value and the likely cause.
+Composition only: the work is in ``tasks.experiment``, ``tasks.regression`` and ``tasks.tracking``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+from prefect import flow
+
+from irflow.flows.evaluate import SystemsFailed, evaluate_flow
+from irflow.flows.stages import link_to_mlflow, prefect_tags, task_runner_scope
+from irflow.tasks import regression
+from irflow.tasks.atomic import atomic_open, atomic_path, write_json
+from irflow.tasks.config import package_data
+from irflow.tasks.experiment import Experiment, load_experiment, suite_markdown, suite_table, validate_experiment
+from irflow.tasks.schema import InputError, IrflowError
+from irflow.tasks.tracking import (
+    KIND,
+    Tracker,
+    TrackingOptions,
+    check_tracking,
+    common_params,
+    metric_key,
+    mlflow_key,
+    snapshot,
+)
+
+DEFAULT_NIGHTLY_CONFIG = "deployments/nightly.yaml"
+Runner = Literal["default", "dask"]
+
+
+class RegressionError(IrflowError):
+    """A nightly run found a significant drop; the message names metric, delta, p-value and likely cause."""
+
+
+def resolve_experiment(experiment: Experiment | dict[str, Any] | None, config: str | None) -> Experiment:
+    """The experiment given as parameters, else read from ``config`` (relative paths: the working
+    directory; ``deployments/nightly.yaml`` is the one irflow ships when no such file is there), else
+    the defaults."""
+    if experiment is not None:
+        return experiment if isinstance(experiment, Experiment) else Experiment.model_validate(experiment)
+    if not config:
+        return Experiment()
+    path = Path(config).expanduser()
+    if not path.is_file() and config == DEFAULT_NIGHTLY_CONFIG:
+        path = package_data("deployments", "nightly.yaml")
+    if not path.is_file():
+        raise InputError(
+            "experiment file not found (relative paths are read from the working directory)", path=str(config)
+        )
+    return load_experiment(path)
+
+
+@dataclass
+class SuiteRun:
+    """What a suite produced: its MLflow run, a metrics document per dataset and what failed."""
+
+    tracker: Tracker
+    run_id: str
+    output: Path
+    documents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def _slug(text: str) -> str:
+    return mlflow_key(text).replace(".", "_")
+
+
+def run_suite(
+    experiment: Experiment, kind: str, output: str | None, task_runner: Runner = "default", scheduler: str | None = None
+) -> SuiteRun:
+    """Validate everything, open the parent run, evaluate each dataset as a subflow, write the suite table.
+
+    A dataset or system that fails is recorded and the others go on. The parent run stays open
+    (the caller ends it).
+    """
+    validate_experiment(experiment)
+    check_tracking()  # before any stage: an unreachable store fails naming its URI
+    tracker = Tracker(experiment.mlflow_experiment)
+    run_id = tracker.start(
+        f"{kind}: {experiment.name}",
+        kind,
+        tags={"irflow.config": experiment.config_id(), "irflow.config_name": experiment.name, **prefect_tags()},
+    )
+    tracker.log(
+        run_id,
+        params={
+            **common_params({"seed.significance": experiment.seed, "seed.latency": experiment.seed}),
+            "experiment.name": experiment.name,
+            "datasets": experiment.datasets,
+            "split": experiment.split or "default",
+            "systems": experiment.labelled(),
+            "metrics": experiment.measures(),
+            "baseline": experiment.baseline_spec(),
+            "depth": experiment.depth,
+            "latency_runs": experiment.latency_runs,
+            **{f"regression.{k}": v for k, v in experiment.regression.model_dump().items()},
+        },
+    )
+    link_to_mlflow(tracker, run_id, kind)
+    stamp = time.strftime("%Y%m%d-%H%M%S") if kind == "nightly" else ""
+    root = Path(output) if output else Path("results") / kind / _slug(experiment.name) / stamp
+    suite = SuiteRun(tracker, run_id, root)
+    labels = experiment.labels()
+    with task_runner_scope(task_runner, scheduler) as runner:
+        for dataset in experiment.datasets:
+            evaluate = evaluate_flow.with_options(
+                flow_run_name=f"evaluate {dataset}", **({"task_runner": runner} if runner else {})
+            )
+            try:
+                document = evaluate(
+                    dataset=dataset,
+                    systems=experiment.specs(),
+                    metrics=experiment.measures(),
+                    split=experiment.split,
+                    depth=experiment.depth,
+                    output=str(root / _slug(dataset)),
+                    latency_runs=experiment.latency_runs,
+                    baseline=experiment.baseline_spec(),
+                    seed=experiment.seed,
+                    strict=False,
+                    tracking=TrackingOptions(
+                        experiment=experiment.mlflow_experiment, parent_run_id=run_id, labels=labels
+                    ),
+                )
+            except Exception as exc:
+                suite.failed[dataset] = f"{type(exc).__name__}: {exc}"
+                continue
+            suite.documents[dataset] = document
+            suite.failed.update({f"{dataset} / {labels.get(s, s)}": e for s, e in document.get("failed", {}).items()})
+    _write_suite(suite, experiment)
+    return suite
+
+
+def _write_suite(suite: SuiteRun, experiment: Experiment) -> None:
+    from prefect.artifacts import create_markdown_artifact
+
+    measures, labels = experiment.measures(), experiment.labels()
+    text = suite_markdown(suite.documents, measures, labels, suite.failed)
+    tables = {m: suite_table(suite.documents, m, labels) for m in measures}
+    with atomic_open(suite.output / "suite.md", "w", encoding="utf-8") as fh:
+        fh.write(text)
+    write_json(
+        suite.output / "suite.json",
+        {
+            "experiment": experiment.model_dump(),
+            "mlflow_run_id": suite.run_id,
+            "failed": suite.failed,
+            "datasets": {
+                d: {"systems": doc["systems"], "mlflow": doc.get("mlflow")} for d, doc in suite.documents.items()
+            },
+            "tables": {m: json.loads(t.to_json(orient="index")) for m, t in tables.items()},
+        },
+    )
+    means = {
+        mlflow_key("mean", label, metric_key(m)): float(v)
+        for m, t in tables.items()
+        for label, v in t["mean"].items()
+        if pd.notna(v)
+    }
+    suite.tracker.log(
+        suite.run_id,
+        metrics={
+            **means,
+            "datasets_failed": float(sum("/" not in k for k in suite.failed)),
+            "failures": float(len(suite.failed)),
+        },
+    )
+    suite.tracker.log_files(suite.run_id, suite.output, ("suite.md", "suite.json"))
+    create_markdown_artifact(markdown=text, key="suite-table", description="MTEB-style table: mean over datasets")
+
+
+@flow(name="suite")
+def suite_flow(
+    experiment: Experiment | None = None,
+    config: str | None = None,
+    output: str | None = None,
+    task_runner: Runner = "default",
+    scheduler: str | None = None,
+) -> dict[str, Any]:
+    """Evaluate every dataset × system of an experiment (given here or as a YAML ``config`` file);
+    writes suite.md / suite.json (a table per metric with the mean over datasets) under ``output``."""
+    exp = resolve_experiment(experiment, config)
+    suite = run_suite(exp, "suite", output, task_runner, scheduler)
+    suite.tracker.end(suite.run_id, failed=bool(suite.failed))
+    if suite.failed:
+        raise SystemsFailed(
+            f"suite {exp.name!r}: "
+            + "; ".join(f"{k}: {v}" for k, v in suite.failed.items())
+            + f"; the other results are in {suite.output} and MLflow run {suite.run_id}"
+        )
+    return {"mlflow_run_id": suite.run_id, "output": str(suite.output), "datasets": suite.documents}
+
+
+@flow(name="nightly")
+def nightly_flow(
+    experiment: Experiment | None = None,
+    config: str | None = DEFAULT_NIGHTLY_CONFIG,
+    output: str | None = None,
+    task_runner: Runner = "default",
+    scheduler: str | None = None,
+) -> dict[str, Any]:
+    """Run the configured suite, then compare with the last successful nightly run of the same
+    configuration; a significant drop beyond the threshold fails the run (and is logged to MLflow
+    and as the Prefect markdown artifact ``nightly-comparison``)."""
+    from prefect.artifacts import create_markdown_artifact
+
+    exp = resolve_experiment(experiment, config)
+    suite = run_suite(exp, "nightly", output, task_runner, scheduler)
+    tracker, settings = suite.tracker, exp.regression
+    previous = tracker.search(
+        f"tags.`{KIND}` = 'nightly' and tags.`irflow.config` = '{exp.config_id()}'", max_results=1, finished=True
+    )
+    previous_id = previous[0].info.run_id if previous else None
+    changes = pd.DataFrame(columns=regression.CHANGE_COLUMNS)
+    causes: dict[tuple[str, str], list[str]] = {}
+    if previous_id:
+        before, after = snapshot(tracker, previous_id), snapshot(tracker, suite.run_id)
+        changes = regression.paired_changes(
+            before.per_query,
+            after.per_query,
+            exp.watched(),
+            correction=settings.correction,
+            permutations=settings.permutations,
+            seed=exp.seed,
+        )
+        causes = {
+            key: regression.likely_causes(before.params.get(key, {}), params, dataset=key[0], system=key[1])
+            for key, params in after.params.items()
+        }
+    flagged = regression.regressions(changes, settings.threshold, settings.alpha)
+    text = regression.markdown(
+        changes, flagged, causes, previous=previous_id, threshold=settings.threshold, alpha=settings.alpha
+    )
+    message = "; ".join(
+        regression.describe(row, causes.get((row["dataset"], row["system"]), ())) for row in flagged.to_dict("records")
+    )
+
+    with atomic_open(suite.output / "nightly.md", "w", encoding="utf-8") as fh:
+        fh.write(text)
+    with atomic_path(suite.output / "changes.csv") as tmp:
+        changes.to_csv(tmp, index=False)
+    metrics = {"regressions": float(len(flagged)), "comparisons": float(len(changes))}
+    for row in changes.to_dict("records"):
+        name = (row["dataset"], row["system"], metric_key(row["metric"]))
+        metrics[mlflow_key("regression", "delta", *name)] = row["delta"]
+        metrics[mlflow_key("regression", "p", *name)] = row["p_adjusted"]
+    tracker.log(
+        suite.run_id,
+        metrics=metrics,
+        tags={
+            "irflow.previous_run": previous_id,
+            "irflow.regression": str(bool(len(flagged))).lower(),
+            "irflow.regression_message": message or None,
+        },
+    )
+    tracker.log_files(suite.run_id, suite.output, ("nightly.md", "changes.csv"))
+    create_markdown_artifact(markdown=text, key="nightly-comparison", description="nightly regression check")
+    tracker.end(suite.run_id, failed=bool(len(flagged) or suite.failed))
+    if len(flagged):
+        raise RegressionError(
+            f"nightly {exp.name!r} regressed: {message} (MLflow run {suite.run_id}, compared with {previous_id})"
+        )
+    if suite.failed:
+        raise SystemsFailed(f"nightly {exp.name!r}: " + "; ".join(f"{k}: {v}" for k, v in suite.failed.items()))
+    return {
+        "mlflow_run_id": suite.run_id,
+        "previous_run_id": previous_id,
+        "output": str(suite.output),
+        "comparisons": len(changes),
+        "regressions": 0,
+    }
+
+
+__all__ = ["DEFAULT_NIGHTLY_CONFIG", "RegressionError", "nightly_flow", "resolve_experiment", "run_suite", "suite_flow"]

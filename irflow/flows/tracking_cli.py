@@ -1,0 +1,198 @@
+"""CLI pieces for orchestration and tracking: ``irflow compare``, ``irflow suite``, ``irflow nightly``
+and the ``irflow run`` options ``--experiment``, ``--no-track``, ``--seed``, ``--task-runner``,
+``--scheduler``. Wired into ``flows.cli`` with::
+
+    add_run_options(run_parser); add_orchestration_parsers(subparsers)
+    flow, extra = configure_run(args)   # in cmd_run, before the flow is called
+    document = flow(..., **extra)
+
+Imports stay lazy so ``irflow --help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+TASK_RUNNER_HELP = (
+    "default: one process; dask: a Dask LocalCluster on 127.0.0.1 (or --scheduler ADDRESS) "
+    "runs embedding shards and per-system retrieval"
+)
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """Tracking and scale-out options of ``irflow run``."""
+    parser.add_argument("--experiment", default="irflow", help="MLflow experiment (default: irflow)")
+    parser.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the significance tests and latency sampling")
+    _runner_options(parser)
+
+
+def _runner_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--task-runner", choices=["default", "dask"], default="default", help=TASK_RUNNER_HELP)
+    parser.add_argument("--scheduler", metavar="ADDRESS", help="an existing Dask scheduler, e.g. tcp://10.0.0.5:8786")
+
+
+def configure_run(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The evaluate flow with the chosen task runner, and its extra keyword arguments.
+
+    The tracking store is checked here: an unreachable one fails before any stage.
+    """
+    from irflow.flows.evaluate import evaluate_flow
+    from irflow.flows.stages import make_task_runner
+    from irflow.tasks.tracking import TrackingOptions, check_tracking
+
+    track = not getattr(args, "no_track", False)
+    if track:
+        check_tracking()
+    runner = make_task_runner(getattr(args, "task_runner", "default"), getattr(args, "scheduler", None))
+    flow = evaluate_flow.with_options(task_runner=runner) if runner is not None else evaluate_flow
+    return flow, {
+        "seed": getattr(args, "seed", 0),
+        "tracking": TrackingOptions(enabled=track, experiment=getattr(args, "experiment", "irflow")),
+    }
+
+
+def stage_libraries(specs: list[str]) -> list[str]:
+    """Heavy libraries the stages of these systems import: loaded while a temporary Prefect server starts."""
+    from irflow.tasks.experiment import models_of
+
+    return ["sentence_transformers"] if any(models_of(spec) for spec in specs) else []
+
+
+# ---------------------------------------------------------------------------------------------
+# suite / nightly
+
+
+def cmd_suite(args: argparse.Namespace) -> int:
+    from irflow.flows import prefect_api
+    from irflow.flows.suite import nightly_flow, resolve_experiment, suite_flow
+    from irflow.tasks.experiment import validate_experiment
+    from irflow.tasks.tracking import check_tracking
+
+    experiment = validate_experiment(resolve_experiment(None, args.config))  # bad names fail before any stage
+    check_tracking()
+    prefect_api.ready(*stage_libraries(experiment.specs()))
+    flow = nightly_flow if args.command == "nightly" else suite_flow
+    result = flow(config=args.config, output=args.output, task_runner=args.task_runner, scheduler=args.scheduler)
+    print(f"results: {result['output']}/ (suite.md, suite.json); MLflow run {result['mlflow_run_id']}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# compare
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from irflow.tasks import regression
+    from irflow.tasks.schema import InputError
+    from irflow.tasks.tracking import KIND, Tracker, snapshot
+
+    tracker = Tracker(args.experiment)
+    if args.runs:
+        if len(args.runs) != 2:
+            raise InputError("irflow compare takes two MLflow run ids (or --last N)")
+        pairs = [tuple(args.runs)]
+    else:
+        found = tracker.search(f"tags.`{KIND}` = '{args.kind}'", max_results=args.last)
+        if len(found) < 2:
+            raise InputError(f"experiment {args.experiment!r} has {len(found)} {args.kind} run(s); need 2 to compare")
+        ids = [r.info.run_id for r in reversed(found)]  # oldest first
+        pairs = list(zip(ids, ids[1:]))
+    for before_id, after_id in pairs:
+        before, after = snapshot(tracker, before_id), snapshot(tracker, after_id)
+        if len(before.keys) == 1 and len(after.keys) == 1 and before.keys != after.keys:  # two systems head to head
+            name = f"{before.keys[0][1]} -> {after.keys[0][1]}"
+            before = type(before)(before.per_query.assign(system=name), before.params)
+            after = type(after)(after.per_query.assign(system=name), after.params)
+        changes = regression.paired_changes(
+            before.per_query,
+            after.per_query,
+            args.metric or None,
+            correction=args.correction,
+            permutations=args.permutations,
+            seed=args.seed,
+        )
+        print(
+            f"\n{before_id} -> {after_id}: after − before, paired by query; p = randomization test, "
+            f"{args.correction}-corrected over {len(changes)} comparisons"
+        )
+        print(format_changes(changes, args.alpha) if len(changes) else "  nothing in common to compare")
+    return 0
+
+
+def format_changes(changes: Any, alpha: float = 0.05) -> str:
+    """A fixed-width table of ``tasks.regression.paired_changes``."""
+    head = ("dataset", "system", "metric", "before", "after", "delta", "95% CI", "p", "p adj", "W/T/L")
+    rows = [
+        (
+            r["dataset"],
+            r["system"],
+            r["metric"],
+            f"{r['before']:.4f}",
+            f"{r['after']:.4f}",
+            f"{r['delta']:+.4f}",
+            f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]",
+            f"{r['p_randomization']:.4f}",
+            f"{r['p_adjusted']:.4f}{' *' if r['p_adjusted'] < alpha else ''}",
+            f"{r['wins']}/{r['ties']}/{r['losses']}",
+        )
+        for r in changes.to_dict("records")
+    ]
+    widths = [max(len(str(x)) for x in column) for column in zip(head, *rows)]
+    return (
+        "\n".join("  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip() for row in [head, *rows])
+        + f"\n(* corrected p < {alpha})"
+    )
+
+
+def add_orchestration_parsers(subparsers: Any) -> None:
+    """Register ``compare``, ``suite`` and ``nightly`` on the ``irflow`` sub-command parsers."""
+    p = subparsers.add_parser("compare", help="paired comparison of two MLflow runs (or the last N of an experiment)")
+    p.add_argument(
+        "runs",
+        nargs="*",
+        metavar="RUN_ID",
+        help="two MLflow run ids: suite, evaluation or system runs "
+        "(systems are matched by label; two system runs are compared head to head)",
+    )
+    p.add_argument("--experiment", default="irflow", help="MLflow experiment for --last (default: irflow)")
+    p.add_argument(
+        "--last",
+        type=int,
+        default=2,
+        metavar="N",
+        help="without run ids: compare each of the last N runs with the one before it (default 2)",
+    )
+    p.add_argument(
+        "--kind",
+        default="evaluation",
+        choices=["evaluation", "suite", "nightly", "system"],
+        help="which runs --last takes (default: evaluation)",
+    )
+    p.add_argument("--metric", action="append", metavar="NAME", help="only this metric (repeatable)")
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--correction", choices=["holm", "bonferroni"], default="holm")
+    p.add_argument("--permutations", type=int, default=10_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_compare)
+    for name, text in (
+        ("suite", "evaluate an experiment YAML (datasets × systems) with the mean over datasets"),
+        ("nightly", "run an experiment YAML and compare with the last successful nightly run"),
+    ):
+        p = subparsers.add_parser(name, help=text)
+        p.add_argument("config", metavar="CONFIG", help="experiment YAML (see deployments/nightly.yaml)")
+        p.add_argument("--output", metavar="DIR", help=f"result folder (default: results/{name}/<name>)")
+        _runner_options(p)
+        p.set_defaults(func=cmd_suite, runs_flow=True)
+
+
+__all__ = [
+    "add_orchestration_parsers",
+    "add_run_options",
+    "cmd_compare",
+    "cmd_suite",
+    "configure_run",
+    "format_changes",
+    "stage_libraries",
+]

@@ -1,0 +1,472 @@
+"""The canonical dataset store: build, validate, fingerprint, write atomically, load.
+
+Layout under ``<cache>/datasets/<name>/`` (one corpus per dataset, one folder per split)::
+
+    corpus.parquet   doc_id, title, text, metadata columns...
+    corpus.json      row count, content digest, metadata columns
+    <split>/queries.parquet   query_id, text, metadata columns...   (judged queries of the split)
+    <split>/qrels.parquet     query_id, doc_id, relevance
+    <split>/manifest.json     source, split, counts, grades, fingerprint, irflow version, ...
+
+A dataset folder, and each split folder, appears by one rename of a finished temporary folder,
+so a reader never sees a half-written dataset. The corpus is streamed to Parquet in batches:
+an 8.8M-passage collection never becomes Python objects all at once.
+
+Fingerprint: an order-independent sha256 over the rows of the three tables (each row hashed,
+digests summed mod 2^256, then hashed with the table names and counts). Two ingestions of the
+same content — by any route — give the same fingerprint; any change to an id, text, grade or
+metadata value changes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from irflow.tasks.atomic import write_json
+from irflow.tasks.config import cache_dir, irflow_version
+from irflow.tasks.schema import Dataset, InputError, UnknownNameError
+
+log = logging.getLogger(__name__)
+
+BATCH_ROWS = 50_000
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
+_REQUIRED = {"corpus": ("doc_id", "title", "text"), "queries": ("query_id", "text")}
+
+
+# ----------------------------------------------------------------------------- fingerprint
+
+
+class ContentDigest:
+    """Order-independent digest of a table's rows: sum of per-row sha256 values mod 2^256."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.rows = 0
+
+    def add(self, values: Iterable[str]) -> None:
+        row = "\x1f".join(values).encode("utf-8", "surrogatepass")
+        self.total = (self.total + int.from_bytes(hashlib.sha256(row).digest(), "big")) & ((1 << 256) - 1)
+        self.rows += 1
+
+    def hexdigest(self) -> str:
+        return f"{self.total:064x}"
+
+
+def _metadata_json(meta: dict[str, Any] | None) -> str:
+    return json.dumps(meta or {}, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def fingerprint(corpus_digest: str, corpus_rows: int, queries: pd.DataFrame, qrels: pd.DataFrame) -> str:
+    """sha256 over the three tables' content digests and row counts (see module docstring)."""
+    q = ContentDigest()
+    meta_cols = [c for c in queries.columns if c not in _REQUIRED["queries"]]
+    for rec in queries.to_dict("records"):
+        meta = {c: rec[c] for c in meta_cols if not is_missing(rec[c])}
+        q.add((rec["query_id"], rec["text"], _metadata_json(meta)))
+    r = ContentDigest()
+    for qid, did, rel in zip(qrels["query_id"], qrels["doc_id"], qrels["relevance"]):
+        r.add((qid, did, str(int(rel))))
+    h = hashlib.sha256(b"irflow-dataset-v1\n")
+    for name, digest, rows in (
+        ("corpus", corpus_digest, corpus_rows),
+        ("queries", q.hexdigest(), q.rows),
+        ("qrels", r.hexdigest(), r.rows),
+    ):
+        h.update(f"{name}\t{rows}\t{digest}\n".encode())
+    return h.hexdigest()
+
+
+def is_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+# ----------------------------------------------------------------------------- corpus
+
+
+@dataclass
+class CorpusSummary:
+    rows: int
+    digest: str
+    metadata_columns: list[str] = field(default_factory=list)
+
+
+class CorpusWriter:
+    """Stream corpus records into ``corpus.parquet``: batched writes, content digest, id checks.
+
+    Metadata dicts are kept aside only for the rows that have any, and become columns at the end
+    (nested values as JSON text; a key colliding with a required column is prefixed ``metadata.``).
+    """
+
+    def __init__(self, path: Path, source: str) -> None:
+        self.path = path
+        self.source = source
+        self.digest = ContentDigest()
+        self._ids: list[str] = []
+        self._titles: list[str] = []
+        self._texts: list[str] = []
+        self._metadata: list[tuple[int, dict[str, Any]]] = []
+        self._writer: Any = None
+
+    def add(self, doc_id: str, title: str, text: str, metadata: dict[str, Any] | None = None) -> None:
+        if metadata:
+            self._metadata.append((self.digest.rows, metadata))
+        self.digest.add((doc_id, title, text, _metadata_json(metadata)))
+        self._ids.append(doc_id)
+        self._titles.append(title)
+        self._texts.append(text)
+        if len(self._ids) >= BATCH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if not self._ids:
+            return
+        table = pa.table(
+            {
+                "doc_id": pa.array(self._ids, pa.string()),
+                "title": pa.array(self._titles, pa.string()),
+                "text": pa.array(self._texts, pa.string()),
+            }
+        )
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.path, table.schema, compression="zstd")
+        self._writer.write_table(table)
+        self._ids, self._titles, self._texts = [], [], []
+
+    def close(self) -> CorpusSummary:
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        self._flush()
+        if self._writer is None:
+            raise InputError("the corpus is empty; expected at least one document", path=self.source)
+        self._writer.close()
+        ids = pq.read_table(self.path, columns=["doc_id"]).column("doc_id")
+        counts = pc.value_counts(ids)
+        dupes = counts.filter(pc.greater(counts.field("counts"), 1))
+        if len(dupes):
+            shown = ", ".join(repr(v["values"].as_py()) for v in dupes[:5])
+            raise InputError(f"duplicate document id {shown} ({len(dupes)} duplicated ids in all)", path=self.source)
+        columns: list[str] = []
+        if self._metadata:
+            table = pd.read_parquet(self.path)
+            meta = _metadata_frame(self._metadata, len(table), reserved=set(table.columns))
+            columns = list(meta.columns)
+            pd.concat([table, meta], axis=1).to_parquet(self.path, index=False, compression="zstd")
+        return CorpusSummary(rows=self.digest.rows, digest=self.digest.hexdigest(), metadata_columns=columns)
+
+
+MAX_METADATA_COLUMNS = 32
+
+
+def _metadata_frame(rows: list[tuple[int, dict[str, Any]]], n: int, reserved: set[str]) -> pd.DataFrame:
+    """Metadata dicts (sparse, by row position) as columns; nested or mixed-type values as JSON text.
+
+    When the dicts use more than ``MAX_METADATA_COLUMNS`` distinct keys (SciFact keys its query
+    metadata by document id), they are kept whole as one JSON text column ``metadata``.
+    """
+    index = [i for i, _ in rows]
+    keys = set().union(*(m.keys() for _, m in rows))
+    if len(keys) > MAX_METADATA_COLUMNS:
+        column = [None] * n
+        for i, m in rows:
+            column[i] = _metadata_json(m)
+        return pd.DataFrame({"metadata": pd.array(column, dtype="str")})
+    frame = pd.DataFrame.from_records([m for _, m in rows], index=index).reindex(range(n))
+    frame.columns = [f"metadata.{c}" if c in reserved else str(c) for c in frame.columns]
+    for col in frame.columns:
+        values = frame[col].dropna()
+        kinds = {type(v) for v in values}
+        if not kinds <= {str} and not kinds <= {int, float} and not kinds <= {bool}:
+            frame[col] = frame[col].map(
+                lambda v: (
+                    None if is_missing(v) else (v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str))
+                )
+            )
+    return frame.reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------- queries and qrels
+
+
+def queries_frame(records: list[tuple[str, str, dict[str, Any] | None, int]], source: str) -> pd.DataFrame:
+    """Queries ``(query_id, text, metadata, line)`` as a table; a duplicate id is an error naming both lines."""
+    seen: dict[str, int] = {}
+    for qid, _, _, line in records:
+        if qid in seen:
+            raise InputError(f"duplicate query id {qid!r} (first seen on line {seen[qid]})", path=source, line=line)
+        seen[qid] = line
+    frame = pd.DataFrame(
+        {
+            "query_id": pd.array([r[0] for r in records], dtype="str"),
+            "text": pd.array([r[1] for r in records], dtype="str"),
+        }
+    )
+    if any(r[2] for r in records):
+        meta = _metadata_frame(
+            [(i, r[2]) for i, r in enumerate(records) if r[2]], len(records), reserved=set(frame.columns)
+        )
+        frame = pd.concat([frame, meta], axis=1)
+    return frame
+
+
+@dataclass
+class QrelsReport:
+    """What was dropped from the qrels, and why (never silently)."""
+
+    unknown_query: int = 0
+    unknown_doc: int = 0
+    duplicate: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    @property
+    def dropped(self) -> int:
+        return self.unknown_query + self.unknown_doc + self.duplicate
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "unknown_query": self.unknown_query,
+            "unknown_doc": self.unknown_doc,
+            "duplicate": self.duplicate,
+            "examples": self.examples,
+        }
+
+
+def clean_qrels(
+    rows: list[tuple[str, str, int, int]], query_ids: pd.Series, corpus_path: Path, source: str
+) -> tuple[pd.DataFrame, QrelsReport]:
+    """Validate judgements against the queries and the corpus.
+
+    Exact duplicate lines are dropped and counted; the same pair with two different grades is an
+    error naming both lines; judgements of unknown queries or documents are counted, reported
+    and dropped.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    report = QrelsReport()
+    first: dict[tuple[str, str], tuple[int, int]] = {}
+    kept: list[tuple[str, str, int]] = []
+    for qid, did, grade, line in rows:
+        prev = first.get((qid, did))
+        if prev is not None:
+            if prev[0] != grade:
+                raise InputError(
+                    f"query {qid!r} and document {did!r} judged twice with different grades "
+                    f"({prev[0]} on line {prev[1]}, {grade} here)",
+                    path=source,
+                    line=line,
+                )
+            report.duplicate += 1
+            continue
+        first[(qid, did)] = (grade, line)
+        kept.append((qid, did, grade))
+    frame = pd.DataFrame(kept, columns=["query_id", "doc_id", "relevance"]).astype(
+        {"query_id": "str", "doc_id": "str", "relevance": "int64"}
+    )
+    known_query = frame["query_id"].isin(set(query_ids))
+    doc_ids = pq.read_table(corpus_path, columns=["doc_id"]).column("doc_id")
+    known_doc = pc.is_in(
+        pa.array(frame["doc_id"].to_numpy(dtype=object), pa.string()), value_set=doc_ids.combine_chunks()
+    ).to_numpy(zero_copy_only=False)
+    report.unknown_query = int((~known_query).sum())
+    report.unknown_doc = int((known_query & ~known_doc).sum())
+    bad = frame[~(known_query & known_doc)]
+    for qid, did in zip(bad["query_id"][:5], bad["doc_id"][:5]):
+        report.examples.append(f"{qid} -> {did}")
+    if report.dropped:
+        log.warning(
+            "%s: dropped %d judgements (%d unknown query ids, %d unknown document ids, %d duplicate lines), e.g. %s",
+            source,
+            report.dropped,
+            report.unknown_query,
+            report.unknown_doc,
+            report.duplicate,
+            "; ".join(report.examples) or "-",
+        )
+    return frame[known_query & known_doc].reset_index(drop=True), report
+
+
+# ----------------------------------------------------------------------------- store
+
+
+def validate_name(name: str) -> str:
+    if not _NAME_RE.match(name) or ".." in name.split("/"):
+        raise InputError(
+            f"invalid dataset name {name!r}: use letters, digits, '.', '_', '-' and '/' "
+            "separated parts, e.g. 'my-docs' or 'beir/scifact'"
+        )
+    return name
+
+
+def store_dir(name: str) -> Path:
+    return cache_dir() / "datasets" / validate_name(name)
+
+
+def has_split(name: str, split: str) -> bool:
+    return (store_dir(name) / split / "manifest.json").is_file()
+
+
+def stored_splits(name: str) -> list[str]:
+    root = store_dir(name)
+    return sorted(p.parent.name for p in root.glob("*/manifest.json")) if root.is_dir() else []
+
+
+def stored_names() -> list[str]:
+    root = cache_dir() / "datasets"
+    if not root.is_dir():
+        return []
+    return sorted(
+        {
+            str(p.parent.parent.relative_to(root))
+            for p in root.rglob("*/manifest.json")
+            if not any(part.startswith(".") for part in p.relative_to(root).parts)
+        }
+    )
+
+
+def _tmp_sibling(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+
+
+def _replace_dir(tmp: Path, final: Path) -> None:
+    """Move a finished folder into place; an older folder of the same name is removed after."""
+    old = None
+    if final.exists():
+        old = final.with_name(f".{final.name}.old-{os.getpid()}")
+        os.replace(final, old)
+    os.replace(tmp, final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@dataclass
+class SplitSource:
+    """One split ready to be stored: query records, raw qrels rows, and where they came from."""
+
+    split: str
+    queries: list[tuple[str, str, dict[str, Any] | None, int]]
+    qrels: list[tuple[str, str, int, int]]
+    queries_source: str
+    qrels_source: str
+
+
+def write_corpus(name: str, write: Any, source: dict[str, Any], extra: dict[str, Any] | None = None) -> Path:
+    """Create the dataset folder with its corpus: ``write(CorpusWriter)`` adds the documents.
+
+    Any existing dataset of that name (and its splits) is replaced once the new corpus is complete.
+    """
+    final = store_dir(name)
+    tmp = _tmp_sibling(final)
+    try:
+        writer = CorpusWriter(tmp / "corpus.parquet", source=str(source.get("location", name)))
+        write(writer)
+        summary = writer.close()
+        write_json(
+            tmp / "corpus.json",
+            {
+                "documents": summary.rows,
+                "digest": summary.digest,
+                "metadata_columns": summary.metadata_columns,
+                "source": source,
+                **(extra or {}),
+            },
+        )
+        _replace_dir(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def write_split(
+    name: str,
+    split: SplitSource,
+    source: dict[str, Any],
+    *,
+    ignore_identical_ids: bool = False,
+    candidates: pd.DataFrame | None = None,
+) -> dict[str, Any]:
+    """Validate one split against the stored corpus and store it; returns its manifest.
+
+    The corpus is not loaded (only its id column is read), so storing a split of a large
+    collection stays cheap.
+    """
+    root = store_dir(name)
+    corpus_info = json.loads((root / "corpus.json").read_text())
+    queries = queries_frame(split.queries, split.queries_source)
+    qrels, report = clean_qrels(split.qrels, queries["query_id"], root / "corpus.parquet", split.qrels_source)
+    if candidates is None and qrels.empty:
+        raise InputError(
+            f"no judged queries in split {split.split!r}: every judgement was dropped or the "
+            "qrels are empty; expected at least one judgement of a known query and document",
+            path=split.qrels_source,
+        )
+    judged = set(qrels["query_id"]) if candidates is None else set(candidates["query_id"])
+    queries = queries[queries["query_id"].isin(judged)].dropna(axis=1, how="all").reset_index(drop=True)
+    fp = fingerprint(corpus_info["digest"], corpus_info["documents"], queries, qrels)
+    grades = {str(int(g)): int(n) for g, n in qrels["relevance"].value_counts().sort_index().items()}
+    manifest = {
+        "name": name,
+        "split": split.split,
+        "source": source,
+        "fingerprint": fp,
+        "documents": corpus_info["documents"],
+        "queries": int(len(queries)),
+        "judgements": int(len(qrels)),
+        "grades": grades,
+        "ignore_identical_ids": ignore_identical_ids,
+        "dropped_qrels": report.as_dict(),
+        "irflow_version": irflow_version(),
+        "document_metadata": corpus_info["metadata_columns"],
+        "query_metadata": [c for c in queries.columns if c not in _REQUIRED["queries"]],
+    }
+    final = root / split.split
+    tmp = _tmp_sibling(final)
+    try:
+        queries.to_parquet(tmp / "queries.parquet", index=False)
+        qrels.to_parquet(tmp / "qrels.parquet", index=False)
+        if candidates is not None:
+            candidates.to_parquet(tmp / "candidates.parquet", index=False)
+        write_json(tmp / "manifest.json", manifest)
+        _replace_dir(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return manifest
+
+
+def read_manifest(name: str, split: str) -> dict[str, Any]:
+    path = store_dir(name) / split / "manifest.json"
+    if not path.is_file():
+        raise UnknownNameError(
+            f"dataset {name!r} has no stored split {split!r}; stored splits: {', '.join(stored_splits(name)) or 'none'}"
+        )
+    return json.loads(path.read_text())
+
+
+def load_stored(name: str, split: str) -> Dataset:
+    """Load a stored split as DataFrames (ids as strings)."""
+    manifest = read_manifest(name, split)
+    root = store_dir(name)
+    corpus = pd.read_parquet(root / "corpus.parquet")
+    queries = pd.read_parquet(root / split / "queries.parquet")
+    qrels = pd.read_parquet(root / split / "qrels.parquet")
+    candidates_path = root / split / "candidates.parquet"
+    if candidates_path.is_file():
+        manifest = {**manifest, "candidates": str(candidates_path)}
+    return Dataset(name=name, split=split, corpus=corpus, queries=queries, qrels=qrels, manifest=manifest)

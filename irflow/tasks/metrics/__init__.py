@@ -1,0 +1,54 @@
+"""irflow metrics stage: trec_eval-identical retrieval measures, vectorised over queries.
+
+Public API::
+
+    from irflow.tasks.metrics import Measure, parse_measure, parse_measures, expand, evaluate, mean
+
+    measures = expand(["nDCG", "P", "R", "RR", "AP", "Success"], [1, 5, 10, 100]) + parse_measures(["Rprec"])
+    per_query = evaluate(run, qrels, measures)      # query_id, measure, value
+    summary = mean(per_query)                      # {"nDCG@10": 0.67, ...}
+    keys = {m.key: summary[m.name] for m in measures}   # MLflow-safe: ndcg_at_10
+
+Conventions (all trec_eval's, checked against pytrec_eval in tests/test_metrics.py): ranking by
+score descending, ties by doc id descending; relevant = grade >= relevance_level; nDCG's gain is
+the grade (``dcg='exp-log2'``: 2^grade − 1) with discount log2(rank + 1) and the ideal ranking from
+all judgements; P@k divides by k; AP@k divides by the number of relevant judgements; judged queries
+missing from the run score 0; queries with no relevant judgement score 0 and stay in the mean;
+duplicate (query_id, doc_id) rows are an error.
+
+Layout follows ranx: one module per family (``ndcg``, ``precision``, ``recall``,
+``reciprocal_rank``, ``average_precision``, ``success``, ``rprec``), each a vectorised
+``compute(ranking, measures)`` over the shared grade matrix of ``_core`` plus a thin per-query
+function (``ndcg(run, qrels, k=10)`` ...).
+"""
+
+from __future__ import annotations
+
+from .average_precision import average_precision
+from .evaluate import COLUMNS, evaluate, mean
+from .measures import FAMILIES, Measure, expand, parse_measure, parse_measures
+from .ndcg import ndcg
+from .precision import precision
+from .recall import capped_recall, recall
+from .reciprocal_rank import reciprocal_rank
+from .rprec import rprec
+from .success import success
+
+__all__ = [
+    "COLUMNS",
+    "FAMILIES",
+    "Measure",
+    "average_precision",
+    "capped_recall",
+    "evaluate",
+    "expand",
+    "mean",
+    "ndcg",
+    "parse_measure",
+    "parse_measures",
+    "precision",
+    "recall",
+    "reciprocal_rank",
+    "rprec",
+    "success",
+]

@@ -1,0 +1,122 @@
+"""evaluate() and mean(): every requested measure for every judged query, in one pass.
+
+Per-query semantics are trec_eval's (``trec_eval -c -l relevance_level``):
+
+* judged queries are the query ids of ``qrels``; run rows of other queries are ignored;
+* a judged query missing from the run scores 0 on every measure (``-c``), so it counts in
+  the mean (pytrec_eval leaves it out of its result instead);
+* a judged query whose judgements are all non-relevant (no grade >= the level, e.g. all grade 0)
+  is evaluated like any other: no relevant document can be found, every measure is 0 (trec_eval
+  and pytrec_eval report it with 0 too, and average it in). It is *not* dropped, so the mean
+  matches ``trec_eval -c``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ._core import build_ranking
+from .average_precision import compute as _ap
+from .measures import Measure, parse_measures
+from .ndcg import compute as _ndcg
+from .precision import compute as _p
+from .recall import compute as _r
+from .reciprocal_rank import compute as _rr
+from .rprec import compute as _rprec
+from .success import compute as _success
+
+# family -> vectorised compute(ranking, measures, relevance_level) of its module
+_COMPUTE = {
+    "nDCG": _ndcg,
+    "P": _p,
+    "R": _r,
+    "R_cap": _r,
+    "RR": _rr,
+    "AP": _ap,
+    "Success": _success,
+    "Rprec": _rprec,
+}
+
+COLUMNS = ("query_id", "measure", "value")
+
+
+def _plan(measures: Sequence[Measure], relevance_level: int) -> dict:
+    depth: int | None = 0
+    ideal: int | None = 0
+    rprec_rel: int | None = None
+    for m in measures:
+        if m.family == "Rprec":
+            r = relevance_level if m.rel is None else m.rel
+            rprec_rel = r if rprec_rel is None else min(rprec_rel, r)
+            continue
+        if m.cutoff is None:
+            depth = None
+        elif depth is not None:
+            depth = max(depth, m.cutoff)
+        if m.family == "nDCG":
+            if m.cutoff is None:
+                ideal = None
+            elif ideal is not None:
+                ideal = max(ideal, m.cutoff)
+    return {"depth": depth, "ideal_depth": ideal, "rank_depth_for_rel": rprec_rel}
+
+
+def evaluate(
+    run: pd.DataFrame,
+    qrels: pd.DataFrame,
+    measures: Iterable[Measure | str],
+    *,
+    relevance_level: int = 1,
+) -> pd.DataFrame:
+    """Per-query values, one row per judged query × measure.
+
+    ``run``: ``query_id``, ``doc_id``, ``score`` (a ``rank`` column is ignored: the order is
+    always score descending, then doc id descending, as trec_eval). ``qrels``: ``query_id``,
+    ``doc_id``, ``relevance``. ``measures``: :class:`Measure` objects or canonical names.
+    A document is relevant when its grade >= ``relevance_level`` (a measure's own ``rel``
+    overrides it). Returns columns ``query_id`` (str), ``measure`` (canonical name), ``value``
+    (float64), sorted by query id, measures in the order given.
+
+    Raises :class:`tasks.schema.InputError` for a (query_id, doc_id) pair that appears twice in
+    the run (trec_eval refuses it; pytrec_eval's dict input would silently keep one) or in the
+    qrels, for missing columns, NaN scores or non-integer grades.
+    """
+    if isinstance(relevance_level, bool) or not isinstance(relevance_level, (int, np.integer)) or relevance_level < 1:
+        raise ValueError(f"relevance_level must be an int >= 1, got {relevance_level!r}")
+    relevance_level = int(relevance_level)
+    ms = parse_measures(measures)
+    if not ms:
+        raise ValueError("evaluate: no measures requested")
+    ranking = build_ranking(run, qrels, **_plan(ms, relevance_level))
+
+    nq, nm = ranking.n_queries, len(ms)
+    values = np.empty((nq, nm), dtype=np.float64)
+    groups: dict[object, list[int]] = {}
+    for j, m in enumerate(ms):
+        groups.setdefault(_COMPUTE[m.family], []).append(j)
+    for compute, cols in groups.items():
+        results = compute(ranking, [ms[j] for j in cols], relevance_level)
+        for j, v in zip(cols, results):
+            values[:, j] = v
+
+    return pd.DataFrame(
+        {
+            "query_id": pd.array(np.repeat(ranking.query_ids, nm), dtype="str"),
+            "measure": pd.array(np.tile(np.array([m.name for m in ms], dtype=object), nq), dtype="str"),
+            "value": values.reshape(-1),
+        }
+    )
+
+
+def mean(per_query: pd.DataFrame) -> dict[str, float]:
+    """Mean of each measure over the rows of ``per_query`` (all judged queries, as evaluate() gives).
+
+    Keys are canonical measure names, in the order they first appear.
+    """
+    if len(per_query) == 0:
+        return {}
+    means = per_query.groupby("measure", sort=False)["value"].mean()
+    return {str(k): float(v) for k, v in means.items()}

@@ -1,0 +1,27 @@
+"""Success@k — 1 if at least one relevant document is in the top k, else 0 (trec_eval ``success``).
+
+Also known as hit rate; its mean is the fraction of queries answered in the top k.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ._core import Ranking
+from ._family import one_measure, rel_of
+from .measures import Measure
+
+FAMILY = "Success"
+
+
+def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int) -> list[np.ndarray]:
+    """Success of every query for each measure."""
+    return [(ranking.relevant_at(rel_of(m, relevance_level), m.cutoff) > 0).astype(np.float64) for m in measures]
+
+
+def success(run: pd.DataFrame, qrels: pd.DataFrame, k: int = 10, *, rel: int = 1) -> pd.Series:
+    """Per-query Success@k, indexed by query_id."""
+    return one_measure(Measure(FAMILY, k, rel=rel), run, qrels, 1)

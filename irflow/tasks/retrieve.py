@@ -1,0 +1,329 @@
+"""Run a system over a dataset's queries: BM25, dense, hybrid (reciprocal-rank fusion), rerank.
+
+``retrieve`` gives the run of one system; ``measure_latency`` times the same search path one
+query at a time. Both go through a *searcher*: the prepared index (or a composition of
+searchers) of a system, called with a queries table and a depth. Each searcher honours
+``dataset.ignore_identical_ids`` itself (it fetches one hit more, drops the query's own id,
+then cuts to depth), so composed systems never fuse or rerank a hit that would be dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from irflow.tasks.runs import DEFAULT_DEPTH, drop_identical_ids, empty_run, order_run, validate_depth
+from irflow.tasks.schema import Dataset
+from irflow.tasks.systems import BM25Spec, DenseSpec, HybridSpec, RerankSpec, SystemSpec, as_spec
+
+FIRST_STAGE_DEPTH = 100  # a hybrid fuses, and a rerank reads, at least this deep
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One system's run on one dataset, with what it cost: ``info`` holds index build times,
+    cache hits and per-stage details (nested per member for hybrid / rerank)."""
+
+    system: str
+    run: pd.DataFrame
+    depth: int
+    prepare_seconds: float
+    search_seconds: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LatencyReport:
+    """Per-query search latency after warm-up (ms), throughput, and the index build cost."""
+
+    system: str
+    queries: int
+    num_runs: int
+    warmup: int
+    depth: int
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    mean_ms: float
+    queries_per_second: float
+    index_build_seconds: float
+    documents_per_second: float | None
+    samples_ms: tuple[float, ...] = ()
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def retrieve(dataset: Dataset, system: str | SystemSpec, depth: int = DEFAULT_DEPTH) -> RunResult:
+    """Run ``system`` for every query of ``dataset``: at most ``depth`` hits per query, trec_eval order."""
+    depth = validate_depth(depth)
+    spec = as_spec(system)
+    start = time.perf_counter()
+    searcher = make_searcher(dataset, spec, online=False)
+    prepared = time.perf_counter()
+    run = searcher(dataset.queries, depth)
+    done = time.perf_counter()
+    return RunResult(str(spec), run, depth, prepared - start, done - prepared, searcher.info)
+
+
+def measure_latency(
+    dataset: Dataset,
+    system: str | SystemSpec,
+    *,
+    depth: int = DEFAULT_DEPTH,
+    warmup: int = 10,
+    num_runs: int = 3,
+    sample: int | None = 100,
+    seed: int = 0,
+) -> LatencyReport:
+    """Time each query searched on its own, ``num_runs`` times, after ``warmup`` untimed queries.
+
+    ``sample`` queries are drawn (seeded, so repeatable) from the dataset; None = all of them.
+    The index is prepared once beforehand; its build time (and, for dense, the embed stage's
+    documents/s) is reported alongside.
+    """
+    depth = validate_depth(depth)
+    if num_runs < 1 or warmup < 0 or (sample is not None and sample < 1):
+        raise ValueError("num_runs must be >= 1, warmup >= 0 and sample >= 1 (or None)")
+    spec = as_spec(system)
+    searcher = make_searcher(dataset, spec, online=True)
+    queries = dataset.queries
+    order = np.random.default_rng(seed).permutation(len(queries))
+    chosen = order if sample is None else order[:sample]
+    singles = [queries.iloc[[i]] for i in chosen]
+    if not singles:
+        raise ValueError(f"dataset {dataset.name!r} has no queries to time")
+    for i in range(warmup):
+        searcher(singles[i % len(singles)], depth)
+    latencies = []
+    for _ in range(num_runs):
+        for one in singles:
+            start = time.perf_counter()
+            searcher(one, depth)
+            latencies.append(time.perf_counter() - start)
+    ms = np.asarray(latencies) * 1000.0
+    p50, p95, p99 = np.percentile(ms, [50, 95, 99])
+    leaves = list(_leaves(searcher.info))
+    rates = [leaf["documents_per_second"] for leaf in leaves if leaf.get("documents_per_second")]
+    return LatencyReport(
+        system=str(spec),
+        queries=len(singles),
+        num_runs=num_runs,
+        warmup=warmup,
+        depth=depth,
+        p50_ms=float(p50),
+        p95_ms=float(p95),
+        p99_ms=float(p99),
+        mean_ms=float(ms.mean()),
+        queries_per_second=float(len(ms) / (ms.sum() / 1000.0)),
+        index_build_seconds=float(sum(leaf.get("index_build_seconds", 0.0) for leaf in leaves)),
+        documents_per_second=float(min(rates)) if rates else None,
+        samples_ms=tuple(float(round(x, 4)) for x in ms),
+        info=searcher.info,
+    )
+
+
+def _leaves(info: dict[str, Any]) -> Any:
+    members = [*info.get("members", {}).values(), *([info["first_stage"]] if "first_stage" in info else [])]
+    if not members:
+        yield info
+    for member in members:
+        yield from _leaves(member)
+
+
+# ---------------------------------------------------------------------------------------------
+# fusion and reranking, on run tables
+
+
+def fuse_rrf(runs: Sequence[pd.DataFrame], weights: Sequence[float] | None = None, k: int = 60) -> pd.DataFrame:
+    """Reciprocal-rank fusion (Cormack et al. 2009): score(d) = sum_s w_s / (k + rank_s(d)).
+
+    A document missing from a run adds nothing for it. Each run needs a ``rank`` column (1-based).
+    """
+    weights = [1.0] * len(runs) if weights is None else list(weights)
+    if len(weights) != len(runs):
+        raise ValueError(f"{len(weights)} weights for {len(runs)} runs")
+    parts = [
+        run.loc[:, ["query_id", "doc_id"]].assign(score=w / (k + run["rank"].to_numpy(dtype=np.float64)))
+        for run, w in zip(runs, weights)
+    ]
+    if not parts:
+        return empty_run()
+    fused = (
+        pd.concat(parts, ignore_index=True).groupby(["query_id", "doc_id"], as_index=False, sort=True)["score"].sum()
+    )
+    return order_run(fused)
+
+
+def apply_rerank(run: pd.DataFrame, top: int, scores: Sequence[float]) -> pd.DataFrame:
+    """Replace the scores of each query's top ``top`` hits by ``scores`` (in run order) and re-order them;
+    hits below keep their first-stage order beneath every reranked hit (scores min - 1, min - 2, ...)."""
+    run = order_run(run)
+    head_mask = (run["rank"] <= top).to_numpy()
+    head, tail = run[head_mask].copy(), run[~head_mask].copy()
+    if len(scores) != len(head):
+        raise ValueError(f"{len(scores)} rerank scores for {len(head)} hits")
+    head["score"] = np.asarray(scores, dtype=np.float64)
+    floor = head.groupby("query_id")["score"].min()
+    tail["score"] = tail["query_id"].map(floor).to_numpy(dtype=np.float64) - (tail["rank"] - top).to_numpy(np.float64)
+    return order_run(pd.concat([head, tail], ignore_index=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# searchers
+
+
+class Searcher:
+    """A prepared system: ``searcher(queries, depth)`` -> run table. Subclasses implement ``_search``."""
+
+    def __init__(self, dataset: Dataset, spec: SystemSpec) -> None:
+        self.dataset = dataset
+        self.spec = spec
+        self.info: dict[str, Any] = {"system": str(spec)}
+
+    def __call__(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
+        extra = int(self.dataset.ignore_identical_ids)
+        run = self._search(queries, depth + extra)
+        if extra:
+            run = drop_identical_ids(run)
+        return run[run["rank"] <= depth].reset_index(drop=True)
+
+    def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
+        raise NotImplementedError
+
+
+def make_searcher(dataset: Dataset, spec: SystemSpec, *, online: bool = False) -> Searcher:
+    """Prepare ``spec`` for ``dataset``. ``online`` = optimised for single queries (latency), not batches."""
+    if isinstance(spec, BM25Spec):
+        return _BM25(dataset, spec)
+    if isinstance(spec, DenseSpec):
+        return _DenseOnline(dataset, spec) if online else _DenseBatch(dataset, spec)
+    if isinstance(spec, HybridSpec):
+        return _Hybrid(dataset, spec, [make_searcher(dataset, s, online=online) for s in spec.systems])
+    if isinstance(spec, RerankSpec):
+        return _Rerank(dataset, spec, make_searcher(dataset, spec.first_stage, online=online))
+    raise TypeError(f"not a system spec: {spec!r}")
+
+
+class _BM25(Searcher):
+    def __init__(self, dataset: Dataset, spec: BM25Spec) -> None:
+        from irflow.tasks import bm25
+
+        super().__init__(dataset, spec)
+        self.index = bm25.load_index(dataset, spec)
+        self.info.update(
+            index_build_seconds=self.index.build_seconds,
+            index_load_seconds=self.index.load_seconds,
+            index_cached=self.index.cached,
+            index_path=str(self.index.path) if self.index.path else None,
+        )
+
+    def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
+        return self.index.search(queries["query_id"].tolist(), queries["text"].tolist(), depth)
+
+
+class _DenseBatch(Searcher):
+    """All of the dataset's queries at once through ``tasks.embed.dense_search`` (query vectors cached)."""
+
+    def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
+        from irflow.tasks import embed
+
+        if queries is not self.dataset.queries:
+            raise ValueError("the batch dense searcher runs the dataset's own queries; use online=True")
+        run = embed.dense_search(self.dataset, self.spec, depth)
+        self.info.update(run.attrs.get("dense", {}))
+        return order_run(run)
+
+
+class _DenseOnline(Searcher):
+    """Corpus vectors and index prepared once; each call encodes its queries (latency measurement)."""
+
+    def __init__(self, dataset: Dataset, spec: DenseSpec) -> None:
+        from irflow.tasks import embed
+        from irflow.tasks.index import build_index
+
+        super().__init__(dataset, spec)
+        self.model = embed.resolve_model(spec.model)
+        docs = embed.embed_corpus(dataset, spec, model=self.model)
+        self.doc_ids = np.asarray(docs.ids, dtype=object)
+        self.index = build_index(docs.vectors, spec.index, spec.index_params, cache_dir=docs.path)
+        self.prompt = self.model.prompt("query", spec.query_prompt)
+        self.info.update(
+            self.index.tracking(),
+            index_build_seconds=self.index.build_seconds,
+            documents_per_second=_docs_per_second(docs.path / "_COMPLETE"),
+        )
+
+    def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
+        from irflow.tasks import embed
+
+        spec: DenseSpec = self.spec  # type: ignore[assignment]
+        vectors = embed.encode(
+            self.model,
+            queries["text"].fillna("").astype(str).tolist(),
+            prompt=self.prompt,
+            max_seq_length=spec.max_seq_length,
+            batch_size=spec.batch_size,
+        )
+        scores, rows = self.index.search(vectors, depth)
+        keep = rows.ravel() >= 0
+        return order_run(
+            pd.DataFrame(
+                {
+                    "query_id": np.repeat(queries["query_id"].astype(str).to_numpy(dtype=object), rows.shape[1])[keep],
+                    "doc_id": self.doc_ids[rows.ravel()[keep]],
+                    "score": scores.ravel()[keep].astype(np.float64),
+                }
+            )
+        )
+
+
+def _docs_per_second(complete: Any) -> float | None:
+    try:
+        done = json.loads(complete.read_text(encoding="utf-8"))
+        return float(done["count"]) / float(done["encode_seconds"]) if float(done["encode_seconds"]) > 0 else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+class _Hybrid(Searcher):
+    def __init__(self, dataset: Dataset, spec: HybridSpec, members: list[Searcher]) -> None:
+        super().__init__(dataset, spec)
+        self.members = members
+        self.info["members"] = {str(s): m.info for s, m in zip(spec.systems, members)}
+
+    def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
+        spec: HybridSpec = self.spec  # type: ignore[assignment]
+        first = spec.depth or max(depth, FIRST_STAGE_DEPTH)
+        return fuse_rrf([member(queries, first) for member in self.members], spec.weights, spec.k)
+
+
+class _Rerank(Searcher):
+    def __init__(self, dataset: Dataset, spec: RerankSpec, first_stage: Searcher) -> None:
+        from irflow.tasks.embed import document_texts
+
+        super().__init__(dataset, spec)
+        self.first_stage = first_stage
+        corpus = dataset.corpus
+        self.doc_text = pd.Series(document_texts(corpus), index=corpus["doc_id"].astype(str).to_numpy())
+        self.info.update(first_stage=first_stage.info, rerank_model=spec.model, rerank_top=spec.top)
+
+    def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
+        from irflow.tasks import embed
+
+        spec: RerankSpec = self.spec  # type: ignore[assignment]
+        run = self.first_stage(queries, max(depth, spec.top))
+        head = run[run["rank"] <= spec.top]
+        query_text = pd.Series(
+            queries["text"].fillna("").astype(str).to_numpy(), index=queries["query_id"].astype(str).to_numpy()
+        )
+        texts = head["doc_id"].map(self.doc_text)
+        items = [(str(query_text[qid]), group.tolist()) for qid, group in texts.groupby(head["query_id"], sort=False)]
+        start = time.perf_counter()
+        scores = embed.score_pairs_many(spec.model, items) if items else []
+        self.info["rerank_seconds"] = self.info.get("rerank_seconds", 0.0) + time.perf_counter() - start
+        return apply_rerank(run, spec.top, [s for row in scores for s in row])

@@ -1,0 +1,183 @@
+"""Run tables ``(query_id, doc_id, score, rank)``: trec_eval ordering, cut-offs, TREC and Parquet files.
+
+Every run irflow stores or scores goes through ``order_run``, so the rank column always agrees
+with the order trec_eval itself would use (score descending, ties by doc id descending), and the
+same inputs give the same files byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from irflow.tasks.atomic import atomic_open, atomic_path
+from irflow.tasks.schema import RUN_COLUMNS, InputError
+
+DEFAULT_DEPTH = 100
+MAX_DEPTH = 1000
+TREC_FIELDS = "query_id Q0 doc_id rank score tag"
+
+
+def validate_depth(depth: int) -> int:
+    """A run depth is an integer in [1, MAX_DEPTH]; anything else is an InputError."""
+    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or not 1 <= depth <= MAX_DEPTH:
+        raise InputError(f"depth must be an integer between 1 and {MAX_DEPTH}, got {depth!r}")
+    return int(depth)
+
+
+def empty_run() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "query_id": pd.Series(dtype="str"),
+            "doc_id": pd.Series(dtype="str"),
+            "score": pd.Series(dtype="float64"),
+            "rank": pd.Series(dtype="int64"),
+        }
+    )
+
+
+def order_run(run: pd.DataFrame) -> pd.DataFrame:
+    """Sort per query (query ids ascending) by score descending, ties by doc id descending; set 1-based rank.
+
+    This is trec_eval's own order, so metrics computed on the table equal trec_eval's on the file.
+    """
+    df = run.loc[:, ["query_id", "doc_id", "score"]].astype({"query_id": "str", "doc_id": "str", "score": "float64"})
+    df = df.sort_values(
+        ["query_id", "score", "doc_id"], ascending=[True, False, False], kind="mergesort", ignore_index=True
+    )
+    df["rank"] = df.groupby("query_id", sort=False).cumcount().add(1).astype("int64")
+    return df
+
+
+def truncate(run: pd.DataFrame, depth: int) -> pd.DataFrame:
+    """Keep the top ``depth`` hits of every query (ordering first if the table has no rank yet)."""
+    depth = validate_depth(depth)
+    if "rank" not in run.columns:
+        run = order_run(run)
+    return run[run["rank"] <= depth].reset_index(drop=True)
+
+
+def drop_identical_ids(run: pd.DataFrame) -> pd.DataFrame:
+    """Drop hits whose doc id equals the query id (ArguAna, Quora: the query is itself a corpus document)."""
+    return order_run(run[run["query_id"].astype("str") != run["doc_id"].astype("str")])
+
+
+def _check(run: pd.DataFrame, what: str) -> None:
+    missing = [c for c in RUN_COLUMNS if c not in run.columns]
+    if missing:
+        raise InputError(f"{what}: run table lacks columns {missing}; expected {list(RUN_COLUMNS)}")
+    if run["score"].isna().any():
+        raise InputError(f"{what}: run has NaN scores (query {run.loc[run['score'].isna(), 'query_id'].iloc[0]!r})")
+    dup = run.duplicated(["query_id", "doc_id"])
+    if dup.any():
+        row = run[dup].iloc[0]
+        raise InputError(f"{what}: document {row['doc_id']!r} appears twice for query {row['query_id']!r}")
+
+
+def write_trec(run: pd.DataFrame, path: str | os.PathLike[str], tag: str) -> Path:
+    """Write ``run`` in TREC format (``qid Q0 docid rank score tag``), in trec_eval order, atomically.
+
+    Scores are written in Python's shortest round-trip form, so ``read_trec`` gives them back exactly.
+    """
+    path = Path(path)
+    if not tag or any(c.isspace() for c in tag):
+        raise InputError(f"{path}: run tag {tag!r} must be non-empty and contain no whitespace")
+    _check(run, str(path))
+    df = order_run(run)
+    for column in ("query_id", "doc_id"):
+        bad = (df[column] == "") | df[column].str.contains(r"\s", regex=True)
+        if bad.any():
+            raise InputError(f"{path}: {column} {df.loc[bad, column].iloc[0]!r} is empty or contains whitespace")
+    lines = (
+        df["query_id"]
+        + " Q0 "
+        + df["doc_id"]
+        + " "
+        + df["rank"].astype("str")
+        + " "
+        + df["score"].astype("str")
+        + f" {tag}\n"
+    )
+    with atomic_open(path, "w", encoding="utf-8", newline="") as fh:
+        fh.write("".join(lines.tolist()))
+    return path
+
+
+def read_trec(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """Read a TREC run file; a malformed line raises InputError naming the file and the 1-based line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text at byte {exc.start}", path=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read run file: {exc.strerror}", path=str(path)) from None
+    rows = [line.split() for line in text.split("\n")]
+    counts = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    bad = np.flatnonzero((counts != 6) & (counts != 0))
+    if bad.size:
+        raise InputError(
+            f"expected 6 fields '{TREC_FIELDS}', found {counts[bad[0]]}", path=str(path), line=int(bad[0]) + 1
+        )
+    lineno = np.flatnonzero(counts == 6) + 1
+    if lineno.size == 0:
+        return empty_run()
+    frame = pd.DataFrame(
+        [r for r in rows if r], columns=["query_id", "q0", "doc_id", "rank", "score", "tag"], dtype="str"
+    )
+    score = pd.to_numeric(frame["score"], errors="coerce")
+    _fail_at(~frame["rank"].str.fullmatch(r"[+-]?\d+"), lineno, frame["rank"], "rank must be an integer", path)
+    _fail_at(
+        ~np.isfinite(score.to_numpy(dtype="float64", na_value=np.nan)),
+        lineno,
+        frame["score"],
+        "score must be a finite number",
+        path,
+    )
+    _fail_at(
+        frame.duplicated(["query_id", "doc_id"]).to_numpy(),
+        lineno,
+        frame["doc_id"],
+        "document appears twice for its query",
+        path,
+    )
+    return pd.DataFrame(
+        {
+            "query_id": frame["query_id"],
+            "doc_id": frame["doc_id"],
+            "score": score.astype("float64"),
+            "rank": frame["rank"].astype("int64"),
+        }
+    )
+
+
+def _fail_at(mask: pd.Series | np.ndarray, lineno: np.ndarray, values: pd.Series, problem: str, path: Path) -> None:
+    hits = np.flatnonzero(np.asarray(mask, dtype=bool))
+    if hits.size:
+        i = int(hits[0])
+        raise InputError(f"{problem}, got {values.iloc[i]!r}", path=str(path), line=int(lineno[i]))
+
+
+def write_parquet(run: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """Write ``run`` (in trec_eval order, run columns only) to Parquet, atomically."""
+    path = Path(path)
+    _check(run, str(path))
+    with atomic_path(path) as tmp:
+        order_run(run).to_parquet(tmp, index=False)
+    return path
+
+
+def read_parquet(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """Read a run table written by ``write_parquet`` (or any Parquet file with the run columns)."""
+    path = Path(path)
+    try:
+        run = pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read run table: {exc}", path=str(path)) from None
+    _check(run, str(path))
+    return run.loc[:, list(RUN_COLUMNS)].astype(
+        {"query_id": "str", "doc_id": "str", "score": "float64", "rank": "int64"}
+    )

@@ -1,0 +1,113 @@
+"""Plan the embed stage: which corpus encodings an evaluation needs, where they are cached, in how many chunks.
+
+An :class:`EmbedJob` is one corpus encoding (a dense model with its document prompt and
+max_seq_length) shared by every system that uses it (``dense:m``, ``hybrid:bm25+dense:m``,
+``rerank:x@dense:m``). Its key is the one ``tasks.embed.embed_corpus`` computes, so chunks encoded
+here, in any process, are the Parquet parts the retrieval later reads. ``encode_shard`` runs one
+chunk range of a job (a Dask worker's share); ``encode_job`` runs a whole job in one call.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from irflow.tasks import embed
+from irflow.tasks.config import cache_dir
+from irflow.tasks.schema import Dataset
+from irflow.tasks.systems import DenseSpec, HybridSpec, RerankSpec, SystemSpec, as_spec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EmbedJob:
+    """One corpus encoding: the dense spec that asks for it, its cache key and its number of chunks."""
+
+    system: str  # canonical dense spec
+    model: str
+    key: str
+    key_dir: Path
+    chunks: int
+
+    @property
+    def complete(self) -> bool:
+        """True once every part was encoded and checked (``_COMPLETE`` written)."""
+        return (self.key_dir / "_COMPLETE").is_file()
+
+
+def dense_leaves(spec: SystemSpec) -> list[DenseSpec]:
+    """The dense first stages inside a system (hybrid members, a rerank's first stage)."""
+    if isinstance(spec, DenseSpec):
+        return [spec]
+    if isinstance(spec, HybridSpec):
+        return [leaf for member in spec.systems for leaf in dense_leaves(member)]
+    if isinstance(spec, RerankSpec):
+        return dense_leaves(spec.first_stage)
+    return []
+
+
+def corpus_job(dataset: Dataset, spec: DenseSpec) -> EmbedJob:
+    """The corpus encoding of ``spec`` on ``dataset``, keyed exactly as ``tasks.embed.embed_corpus`` keys it."""
+    key = embed.corpus_key(dataset, spec)
+    chunks = -(-len(dataset.corpus) // embed.CHUNK_SIZE)
+    return EmbedJob(str(spec), spec.model, key, cache_dir() / "embeddings" / key, chunks)
+
+
+def embed_jobs(dataset: Dataset, systems: Iterable[str | SystemSpec]) -> list[EmbedJob]:
+    """Distinct corpus encodings the systems need, in first-use order."""
+    jobs: dict[str, EmbedJob] = {}
+    for system in systems:
+        for leaf in dense_leaves(as_spec(system)):
+            job = corpus_job(dataset, leaf)
+            jobs.setdefault(job.key, job)
+    return list(jobs.values())
+
+
+def shards(job: EmbedJob, count: int) -> list[list[int]]:
+    """Split a job's chunk indices into at most ``count`` contiguous, non-empty shards."""
+    count = max(1, min(count, job.chunks))
+    size = -(-job.chunks // count)
+    return [list(range(i, min(i + size, job.chunks))) for i in range(0, job.chunks, size)]
+
+
+def encode_shard(dataset: Dataset, job: EmbedJob, chunk_indices: Sequence[int]) -> dict[str, Any]:
+    """Make parts ``chunk_indices`` of the job exist (encoding the missing ones); returns counts and seconds."""
+    spec = as_spec(job.system)
+    assert isinstance(spec, DenseSpec)
+    model = embed.resolve_model(spec.model)
+    start = time.perf_counter()
+    counts = embed.encode_chunks(
+        job.key_dir,
+        dataset.corpus["doc_id"].astype(str).tolist(),
+        embed.document_texts(dataset.corpus),
+        chunk_indices,
+        model,
+        prompt=model.prompt("document", spec.doc_prompt),
+        max_seq_length=spec.max_seq_length,
+        batch_size=spec.batch_size,
+    )
+    return {**counts, "seconds": time.perf_counter() - start}
+
+
+def encode_job(dataset: Dataset, job: EmbedJob) -> dict[str, Any]:
+    """Encode (or read back) the whole job and mark it complete; returns counts and seconds."""
+    spec = as_spec(job.system)
+    assert isinstance(spec, DenseSpec)
+    start = time.perf_counter()
+    done = embed.embed_corpus(dataset, spec)
+    if done.key != job.key:  # the vectors are right, but shards went elsewhere and the Prefect cache never hits
+        log.warning("embedding key drift for %s: planned %s, tasks.embed used %s", job.system, job.key, done.key)
+    return {
+        "encoded": done.encoded,
+        "from_cache": done.from_cache,
+        "seconds": time.perf_counter() - start,
+        "key": done.key,
+    }
+
+
+__all__ = ["EmbedJob", "corpus_job", "dense_leaves", "embed_jobs", "encode_job", "encode_shard", "shards"]
