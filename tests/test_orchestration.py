@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _folders import hostile_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -76,11 +77,11 @@ class Processes:
         self.logs = logs
         self.started: list[tuple[str, subprocess.Popen[bytes], int]] = []
 
-    def start(self, name: str, args: list[str], env: dict[str, str], stop_signal: int = signal.SIGTERM) -> None:
+    def start(
+        self, name: str, args: list[str], env: dict[str, str], stop_signal: int = signal.SIGTERM, cwd: Path = ROOT
+    ) -> None:
         log = open(self.logs / f"{name}.log", "wb")
-        process = subprocess.Popen(
-            args, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        process = subprocess.Popen(args, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.started.append((name, process, stop_signal))
 
     def tail(self, name: str) -> str:
@@ -156,11 +157,14 @@ def test_served_deployments_run_adhoc_with_parameters_and_schedule_nightly(
     _wait("mlflow server", lambda: _get(f"{tracking}/health") == "OK", 180)
 
     serve_env = {**env, "PREFECT_API_URL": api, "MLFLOW_TRACKING_URI": tracking}
+    # serve (and the flow runs it executes) from a user's folder whose tasks.py, flows/ and datasets/
+    # would shadow generic module names: deployments import only the irflow package
     processes.start(
         "serve",
         [sys.executable, "-m", "irflow.deployments.serve", "--timezone", "Europe/Berlin"],
         serve_env,
         stop_signal=signal.SIGINT,
+        cwd=hostile_folder(tmp_path / "project"),
     )
 
     with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
