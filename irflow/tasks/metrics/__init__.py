@@ -16,17 +16,19 @@ all judgements; P@k divides by k; AP@k divides by the number of relevant judgeme
 missing from the run score 0; queries with no relevant judgement score 0 and stay in the mean;
 duplicate (query_id, doc_id) rows are an error.
 
-Layout follows ranx: one module per family (``ndcg``, ``precision``, ``recall``,
-``reciprocal_rank``, ``average_precision``, ``success``, ``rprec``), each a vectorised
-``compute(ranking, measures)`` over the shared grade matrix of ``_core`` plus a thin per-query
-function (``ndcg(run, qrels, k=10)`` ...).
+Layout follows ranx and ir_measures: one module per family (``ndcg``, ``precision``, ``recall``,
+``reciprocal_rank``, ``average_precision``, ``success``, ``rprec``), each holding a vectorised
+``compute(ranking, measures, relevance_level)`` over the shared grade matrix of ``_core``, a thin
+per-query function (``ndcg(run, qrels, k=10)`` ...) and the family's one declaration
+(:class:`Family`), registered on import. ``measures`` holds the registry and the :class:`Measure`
+spec; ``evaluate`` runs the registered families and never imports a family module.
 """
 
 from __future__ import annotations
 
 from .average_precision import average_precision
 from .evaluate import COLUMNS, evaluate, mean
-from .measures import FAMILIES, Measure, expand, parse_measure, parse_measures
+from .measures import FAMILIES, Family, Measure, expand, parse_measure, parse_measures
 from .ndcg import ndcg
 from .precision import precision
 from .recall import capped_recall, recall
@@ -37,6 +39,7 @@ from .success import success
 __all__ = [
     "COLUMNS",
     "FAMILIES",
+    "Family",
     "Measure",
     "average_precision",
     "capped_recall",

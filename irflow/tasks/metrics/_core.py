@@ -68,6 +68,15 @@ def _grades(qrels: pd.DataFrame) -> np.ndarray:
     return g.astype(np.int64)
 
 
+def safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den, 0 where den == 0 (trec_eval leaves such values at 0)."""
+    num = np.asarray(num, dtype=np.float64)
+    den = np.asarray(den, dtype=np.float64)
+    out = np.zeros(np.broadcast(num, den).shape, dtype=np.float64)
+    np.divide(num, den, out=out, where=den != 0)
+    return out
+
+
 def _first_duplicate(keys: np.ndarray) -> int:
     """Index (into ``keys``) of the first repeated key, or -1."""
     dup = pd.Index(keys).duplicated()

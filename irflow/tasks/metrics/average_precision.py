@@ -13,11 +13,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ._core import Ranking
-from ._family import one_measure, rel_of, safe_div
-from .measures import Measure
-
-FAMILY = "AP"
+from ._core import Ranking, safe_div
+from .evaluate import per_query
+from .measures import Family, Measure, register
 
 
 def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int) -> list[np.ndarray]:
@@ -26,7 +24,7 @@ def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int)
     sums: dict[int, np.ndarray] = {}
     ranks = np.arange(1, ranking.depth + 1, dtype=np.float64)
     for m in measures:
-        rel = rel_of(m, relevance_level)
+        rel = m.relevance(relevance_level)
         if rel not in sums:
             prec = ranking.relevant_cumsum(rel) / ranks
             sums[rel] = np.cumsum(np.where(ranking.relevant(rel), prec, 0.0), axis=1)
@@ -36,4 +34,16 @@ def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int)
 
 def average_precision(run: pd.DataFrame, qrels: pd.DataFrame, k: int | None = None, *, rel: int = 1) -> pd.Series:
     """Per-query AP@k (k=None: uncut, trec_eval map), indexed by query_id."""
-    return one_measure(Measure(FAMILY, k, rel=rel), run, qrels, 1)
+    return per_query(Measure(AP.name, k, rel=rel), run, qrels)
+
+
+AP = register(
+    Family(
+        "AP",
+        "average precision (trec_eval map_cut / map)",
+        cutoff="optional",
+        params=("rel",),
+        compute=compute,
+        aliases=("map",),
+    )
+)

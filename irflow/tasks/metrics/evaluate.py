@@ -19,49 +19,26 @@ import numpy as np
 import pandas as pd
 
 from ._core import build_ranking
-from .average_precision import compute as _ap
-from .measures import Measure, parse_measures
-from .ndcg import compute as _ndcg
-from .precision import compute as _p
-from .recall import compute as _r
-from .reciprocal_rank import compute as _rr
-from .rprec import compute as _rprec
-from .success import compute as _success
-
-# family -> vectorised compute(ranking, measures, relevance_level) of its module
-_COMPUTE = {
-    "nDCG": _ndcg,
-    "P": _p,
-    "R": _r,
-    "R_cap": _r,
-    "RR": _rr,
-    "AP": _ap,
-    "Success": _success,
-    "Rprec": _rprec,
-}
+from .measures import FAMILIES, Family, Measure, parse_measures
 
 COLUMNS = ("query_id", "measure", "value")
 
 
-def _plan(measures: Sequence[Measure], relevance_level: int) -> dict:
+def _depths(measures: Sequence[Measure], relevance_level: int) -> dict[str, int | None]:
+    """How deep build_ranking must lay out the run and the ideal ranking for these measures."""
     depth: int | None = 0
     ideal: int | None = 0
-    rprec_rel: int | None = None
+    rank_depth_for_rel: int | None = None
     for m in measures:
-        if m.family == "Rprec":
-            r = relevance_level if m.rel is None else m.rel
-            rprec_rel = r if rprec_rel is None else min(rprec_rel, r)
+        family = FAMILIES[m.family]
+        if family.depth == "relevant":
+            rel = m.relevance(relevance_level)
+            rank_depth_for_rel = rel if rank_depth_for_rel is None else min(rank_depth_for_rel, rel)
             continue
-        if m.cutoff is None:
-            depth = None
-        elif depth is not None:
-            depth = max(depth, m.cutoff)
-        if m.family == "nDCG":
-            if m.cutoff is None:
-                ideal = None
-            elif ideal is not None:
-                ideal = max(ideal, m.cutoff)
-    return {"depth": depth, "ideal_depth": ideal, "rank_depth_for_rel": rprec_rel}
+        depth = None if m.cutoff is None or depth is None else max(depth, m.cutoff)
+        if family.ideal:
+            ideal = None if m.cutoff is None or ideal is None else max(ideal, m.cutoff)
+    return {"depth": depth, "ideal_depth": ideal, "rank_depth_for_rel": rank_depth_for_rel}
 
 
 def evaluate(
@@ -90,15 +67,15 @@ def evaluate(
     ms = parse_measures(measures)
     if not ms:
         raise ValueError("evaluate: no measures requested")
-    ranking = build_ranking(run, qrels, **_plan(ms, relevance_level))
+    ranking = build_ranking(run, qrels, **_depths(ms, relevance_level))
 
     nq, nm = ranking.n_queries, len(ms)
     values = np.empty((nq, nm), dtype=np.float64)
-    groups: dict[object, list[int]] = {}
+    by_family: dict[Family, list[int]] = {}
     for j, m in enumerate(ms):
-        groups.setdefault(_COMPUTE[m.family], []).append(j)
-    for compute, cols in groups.items():
-        results = compute(ranking, [ms[j] for j in cols], relevance_level)
+        by_family.setdefault(FAMILIES[m.family], []).append(j)
+    for family, cols in by_family.items():
+        results = family.compute(ranking, [ms[j] for j in cols], relevance_level)
         for j, v in zip(cols, results):
             values[:, j] = v
 
@@ -120,3 +97,9 @@ def mean(per_query: pd.DataFrame) -> dict[str, float]:
         return {}
     means = per_query.groupby("measure", sort=False)["value"].mean()
     return {str(k): float(v) for k, v in means.items()}
+
+
+def per_query(measure: Measure, run: pd.DataFrame, qrels: pd.DataFrame) -> pd.Series:
+    """Per-query values of one measure, indexed by query_id (the family modules' thin functions)."""
+    table = evaluate(run, qrels, [measure])
+    return pd.Series(table["value"].to_numpy(), index=pd.Index(table["query_id"], name="query_id"), name=measure.name)

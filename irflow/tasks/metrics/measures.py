@@ -1,60 +1,65 @@
-"""Measure specifications: names, parameters, parsing and MLflow keys.
+"""Measure specifications: the family registry, names, parameters, parsing and MLflow keys.
 
-A :class:`Measure` is the immutable spec of one evaluation measure. Its canonical string
-(:attr:`Measure.name`) follows ir_measures' spelling: ``FAMILY(param=value,...)@cutoff``, where
-parameters at their default are left out and the rest are listed alphabetically, e.g.
-``nDCG@10``, ``nDCG(dcg='exp-log2')@10``, ``P(rel=2)@10``, ``RR``, ``Rprec``.
+Each family module (``ndcg``, ``precision``, ...) makes one declaration, a :class:`Family`
+(name, cutoff rule, parameters, vectorised ``compute``), and hands it to :func:`register`, as
+ir_measures registers its measures. A :class:`Measure` is the immutable spec of one measure of
+a registered family. Its canonical string (:attr:`Measure.name`) follows ir_measures' spelling,
+``FAMILY(param=value,...)@cutoff``, where parameters at their default are left out and the rest
+are listed alphabetically, e.g. ``nDCG@10``, ``nDCG(dcg='exp-log2')@10``, ``P(rel=2)@10``,
+``RR``, ``Rprec``; it doubles as the cache key, and :attr:`Measure.key` is the MLflow key.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from irflow.tasks.schema import UnknownNameError
 
-__all__ = ["FAMILIES", "Measure", "expand", "parse_measure", "parse_measures"]
+from ._core import Ranking
+
+__all__ = ["FAMILIES", "Family", "Measure", "expand", "parse_measure", "parse_measures", "register"]
+
+# compute(ranking, measures of the family, relevance level) -> one per-query array per measure
+Compute = Callable[[Ranking, Sequence["Measure"], int], list[np.ndarray]]
 
 
 @dataclass(frozen=True)
-class _Family:
+class Family:
+    """The one declaration of a measure family.
+
+    * ``cutoff`` — whether a measure of the family needs, accepts or refuses ``@k``;
+    * ``params`` — the parameters it accepts besides the cutoff (``rel``, ``dcg``);
+    * ``depth`` — how deep it reads the ranking: to its cutoff, or to rank R = #relevant (Rprec);
+    * ``ideal`` — whether it needs the ideal ranking (nDCG's normaliser) to its cutoff;
+    * ``aliases`` — other case-insensitive spellings :func:`parse_measure` accepts.
+    """
+
     name: str
-    cutoff: str  # "required" | "optional" | "forbidden"
-    params: tuple[str, ...]
     summary: str
+    cutoff: Literal["required", "optional", "forbidden"]
+    params: tuple[str, ...]
+    compute: Compute
+    depth: Literal["cutoff", "relevant"] = "cutoff"
+    ideal: bool = False
+    aliases: tuple[str, ...] = ()
 
 
-# The order here is the order the error message lists them in.
-_FAMILY_LIST = (
-    _Family("nDCG", "optional", ("dcg",), "normalised discounted cumulative gain (trec_eval ndcg_cut / ndcg)"),
-    _Family("P", "required", ("rel",), "precision at k (trec_eval P)"),
-    _Family("R", "optional", ("rel",), "recall at k (trec_eval recall; uncut = set_recall)"),
-    _Family("R_cap", "required", ("rel",), "BEIR's capped recall: relevant in top k / min(k, #relevant)"),
-    _Family("RR", "optional", ("rel",), "reciprocal rank of the first relevant document (trec_eval recip_rank)"),
-    _Family("AP", "optional", ("rel",), "average precision (trec_eval map_cut / map)"),
-    _Family("Success", "required", ("rel",), "1 if a relevant document is in the top k (trec_eval success)"),
-    _Family("Rprec", "forbidden", ("rel",), "precision at rank R = #relevant (trec_eval Rprec)"),
-)
-FAMILIES: dict[str, _Family] = {f.name: f for f in _FAMILY_LIST}
+FAMILIES: dict[str, Family] = {}
+_ALIASES: dict[str, str] = {}  # lowercase spelling -> family name
 
-# Case-insensitive spellings accepted by parse_measure (canonical names always round-trip).
-_ALIASES: dict[str, str] = {f.name.lower(): f.name for f in _FAMILY_LIST}
-_ALIASES.update(
-    {
-        "mrr": "RR",
-        "map": "AP",
-        "recall": "R",
-        "precision": "P",
-        "hitrate": "Success",
-        "hit_rate": "Success",
-        "rcap": "R_cap",
-        "recall_cap": "R_cap",
-    }
-)
+
+def register(family: Family) -> Family:
+    """Add a family to the registry (each family module registers its declaration on import)."""
+    FAMILIES[family.name] = family
+    for spelling in (family.name, *family.aliases):
+        _ALIASES[spelling.lower()] = family.name
+    return family
+
 
 _DCG_VALUES = ("log2", "exp-log2")
 _DEFAULTS: dict[str, Any] = {"dcg": "log2", "rel": None}
@@ -111,6 +116,10 @@ class Measure:
                 raise ValueError(f"{self.family} takes no 'dcg' parameter")
             if self.dcg not in _DCG_VALUES:
                 raise ValueError(f"nDCG: dcg must be one of {_DCG_VALUES}, got {self.dcg!r}")
+
+    def relevance(self, level: int) -> int:
+        """The minimum grade counted as relevant: the measure's own ``rel``, else evaluate()'s level."""
+        return level if self.rel is None else self.rel
 
     def params(self) -> dict[str, Any]:
         """Parameters that differ from their default, sorted by name."""

@@ -17,11 +17,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ._core import Ranking
-from ._family import one_measure, safe_div
-from .measures import Measure
-
-FAMILY = "nDCG"
+from ._core import Ranking, safe_div
+from .evaluate import per_query
+from .measures import Family, Measure, register
 
 
 def _gain(grades: np.ndarray, dcg: str) -> np.ndarray:
@@ -49,4 +47,16 @@ def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int)
 
 def ndcg(run: pd.DataFrame, qrels: pd.DataFrame, k: int | None = 10, *, dcg: str = "log2") -> pd.Series:
     """Per-query nDCG@k (k=None: uncut), indexed by query_id."""
-    return one_measure(Measure(FAMILY, k, dcg=dcg), run, qrels, 1)
+    return per_query(Measure(NDCG.name, k, dcg=dcg), run, qrels)
+
+
+NDCG = register(
+    Family(
+        "nDCG",
+        "normalised discounted cumulative gain (trec_eval ndcg_cut / ndcg)",
+        cutoff="optional",
+        params=("dcg",),
+        compute=compute,
+        ideal=True,
+    )
+)

@@ -13,17 +13,26 @@ import numpy as np
 import pandas as pd
 
 from ._core import Ranking
-from ._family import one_measure, rel_of
-from .measures import Measure
-
-FAMILY = "P"
+from .evaluate import per_query
+from .measures import Family, Measure, register
 
 
 def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int) -> list[np.ndarray]:
     """Precision of every query for each measure."""
-    return [ranking.relevant_at(rel_of(m, relevance_level), m.cutoff) / float(m.cutoff) for m in measures]
+    out = []
+    for m in measures:
+        assert m.cutoff is not None  # P requires a cutoff (Measure checks it)
+        out.append(ranking.relevant_at(m.relevance(relevance_level), m.cutoff) / float(m.cutoff))
+    return out
 
 
 def precision(run: pd.DataFrame, qrels: pd.DataFrame, k: int = 10, *, rel: int = 1) -> pd.Series:
     """Per-query P@k (grade >= rel is relevant), indexed by query_id."""
-    return one_measure(Measure(FAMILY, k, rel=rel), run, qrels, 1)
+    return per_query(Measure(P.name, k, rel=rel), run, qrels)
+
+
+P = register(
+    Family(
+        "P", "precision at k (trec_eval P)", cutoff="required", params=("rel",), compute=compute, aliases=("precision",)
+    )
+)

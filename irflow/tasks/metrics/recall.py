@@ -14,21 +14,20 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ._core import Ranking
-from ._family import one_measure, rel_of, safe_div
-from .measures import Measure
-
-FAMILIES = ("R", "R_cap")
+from ._core import Ranking, safe_div
+from .evaluate import per_query
+from .measures import Family, Measure, register
 
 
 def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int) -> list[np.ndarray]:
     """Recall (or capped recall) of every query for each measure."""
     out = []
     for m in measures:
-        rel = rel_of(m, relevance_level)
+        rel = m.relevance(relevance_level)
         found = ranking.relevant_at(rel, m.cutoff)
         total = ranking.num_rel(rel)
-        if m.family == "R_cap":
+        if m.family == R_CAP.name:
+            assert m.cutoff is not None  # R_cap requires a cutoff (Measure checks it)
             total = np.minimum(total, m.cutoff)
         out.append(safe_div(found, total))
     return out
@@ -36,9 +35,31 @@ def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int)
 
 def recall(run: pd.DataFrame, qrels: pd.DataFrame, k: int | None = 100, *, rel: int = 1) -> pd.Series:
     """Per-query R@k (k=None: the whole run), indexed by query_id."""
-    return one_measure(Measure("R", k, rel=rel), run, qrels, 1)
+    return per_query(Measure(R.name, k, rel=rel), run, qrels)
 
 
 def capped_recall(run: pd.DataFrame, qrels: pd.DataFrame, k: int = 100, *, rel: int = 1) -> pd.Series:
     """Per-query R_cap@k, indexed by query_id."""
-    return one_measure(Measure("R_cap", k, rel=rel), run, qrels, 1)
+    return per_query(Measure(R_CAP.name, k, rel=rel), run, qrels)
+
+
+R = register(
+    Family(
+        "R",
+        "recall at k (trec_eval recall; uncut = set_recall)",
+        cutoff="optional",
+        params=("rel",),
+        compute=compute,
+        aliases=("recall",),
+    )
+)
+R_CAP = register(
+    Family(
+        "R_cap",
+        "BEIR's capped recall: relevant in top k / min(k, #relevant)",
+        cutoff="required",
+        params=("rel",),
+        compute=compute,
+        aliases=("rcap", "recall_cap"),
+    )
+)

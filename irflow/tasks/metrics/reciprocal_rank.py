@@ -14,10 +14,8 @@ import numpy as np
 import pandas as pd
 
 from ._core import Ranking
-from ._family import one_measure, rel_of
-from .measures import Measure
-
-FAMILY = "RR"
+from .evaluate import per_query
+from .measures import Family, Measure, register
 
 
 def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int) -> list[np.ndarray]:
@@ -25,7 +23,7 @@ def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int)
     out = []
     first: dict[int, np.ndarray] = {}
     for m in measures:
-        rel = rel_of(m, relevance_level)
+        rel = m.relevance(relevance_level)
         if rel not in first:
             hits = ranking.relevant(rel)
             rank = hits.argmax(axis=1).astype(np.float64) + 1.0  # 1-based rank of first hit
@@ -39,4 +37,16 @@ def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int)
 
 def reciprocal_rank(run: pd.DataFrame, qrels: pd.DataFrame, k: int | None = 10, *, rel: int = 1) -> pd.Series:
     """Per-query RR@k (k=None: uncut), indexed by query_id."""
-    return one_measure(Measure(FAMILY, k, rel=rel), run, qrels, 1)
+    return per_query(Measure(RR.name, k, rel=rel), run, qrels)
+
+
+RR = register(
+    Family(
+        "RR",
+        "reciprocal rank of the first relevant document (trec_eval recip_rank)",
+        cutoff="optional",
+        params=("rel",),
+        compute=compute,
+        aliases=("mrr",),
+    )
+)

@@ -12,18 +12,16 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ._core import Ranking
-from ._family import one_measure, rel_of, safe_div
-from .measures import Measure
-
-FAMILY = "Rprec"
+from ._core import Ranking, safe_div
+from .evaluate import per_query
+from .measures import Family, Measure, register
 
 
 def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int) -> list[np.ndarray]:
     """R-precision of every query for each measure."""
     out = []
     for m in measures:
-        rel = rel_of(m, relevance_level)
+        rel = m.relevance(relevance_level)
         r = ranking.num_rel(rel)
         col = np.clip(np.minimum(r, ranking.depth) - 1, 0, None)
         found = ranking.relevant_cumsum(rel)[np.arange(ranking.n_queries), col]
@@ -33,4 +31,16 @@ def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int)
 
 def rprec(run: pd.DataFrame, qrels: pd.DataFrame, *, rel: int = 1) -> pd.Series:
     """Per-query R-precision, indexed by query_id."""
-    return one_measure(Measure(FAMILY, rel=rel), run, qrels, 1)
+    return per_query(Measure(RPREC.name, rel=rel), run, qrels)
+
+
+RPREC = register(
+    Family(
+        "Rprec",
+        "precision at rank R = #relevant (trec_eval Rprec)",
+        cutoff="forbidden",
+        params=("rel",),
+        compute=compute,
+        depth="relevant",
+    )
+)

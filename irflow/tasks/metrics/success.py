@@ -11,17 +11,27 @@ import numpy as np
 import pandas as pd
 
 from ._core import Ranking
-from ._family import one_measure, rel_of
-from .measures import Measure
-
-FAMILY = "Success"
+from .evaluate import per_query
+from .measures import Family, Measure, register
 
 
 def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int) -> list[np.ndarray]:
     """Success of every query for each measure."""
-    return [(ranking.relevant_at(rel_of(m, relevance_level), m.cutoff) > 0).astype(np.float64) for m in measures]
+    return [(ranking.relevant_at(m.relevance(relevance_level), m.cutoff) > 0).astype(np.float64) for m in measures]
 
 
 def success(run: pd.DataFrame, qrels: pd.DataFrame, k: int = 10, *, rel: int = 1) -> pd.Series:
     """Per-query Success@k, indexed by query_id."""
-    return one_measure(Measure(FAMILY, k, rel=rel), run, qrels, 1)
+    return per_query(Measure(SUCCESS.name, k, rel=rel), run, qrels)
+
+
+SUCCESS = register(
+    Family(
+        "Success",
+        "1 if a relevant document is in the top k (trec_eval success)",
+        cutoff="required",
+        params=("rel",),
+        compute=compute,
+        aliases=("hitrate", "hit_rate"),
+    )
+)
