@@ -18,7 +18,9 @@ from irflow.tasks.systems import (
     HybridSpec,
     RerankSpec,
     as_spec,
+    leaves,
     parse_system,
+    walk,
 )
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -245,3 +247,12 @@ def test_importing_systems_loads_no_heavy_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_walk_visits_every_system_once_parents_first_and_leaves_are_the_first_stages():
+    spec = parse_system("rerank:minilm@hybrid:bm25+(hybrid:dense:minilm+bm25:k1=1.2)")
+    kinds = [node.kind for node in walk(spec)]
+    assert kinds == ["rerank", "hybrid", "bm25", "hybrid", "dense", "bm25"]
+    first_stages = ["bm25", "dense:sentence-transformers/all-MiniLM-L6-v2", "bm25:k1=1.2"]
+    assert [str(leaf) for leaf in leaves(spec)] == first_stages
+    assert list(walk(parse_system("bm25"))) == [parse_system("bm25")]

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from irflow.tasks.ingest import check_name
 from irflow.tasks.metrics import expand, parse_measures
 from irflow.tasks.schema import InputError, UnknownNameError
-from irflow.tasks.systems import RerankSpec, as_spec
+from irflow.tasks.systems import DenseSpec, RerankSpec, as_spec, walk
 
 EXPERIMENT_DEFAULT_SYSTEMS = ["bm25", "dense:minilm", "hybrid:bm25+dense:minilm"]
 EXPERIMENT_DEFAULT_METRICS = ["nDCG@10", "nDCG@100", "R@10", "R@100", "P@10", "RR@10", "AP@100", "Success@10", "Rprec"]
@@ -146,10 +146,7 @@ def parse_experiment(data: Mapping[str, Any] | Experiment, where: str | None = N
 
 def models_of(system: str) -> list[str]:
     """Every model a system loads: dense first stages and rerankers."""
-    spec = as_spec(system)
-    out = [spec.model] if hasattr(spec, "model") else []
-    members = getattr(spec, "systems", ()) or ((spec.first_stage,) if isinstance(spec, RerankSpec) else ())
-    return out + [m for member in members for m in models_of(str(member))]
+    return [node.model for node in walk(as_spec(system)) if isinstance(node, (DenseSpec, RerankSpec))]
 
 
 def check_models(systems: Sequence[str]) -> None:

@@ -13,13 +13,13 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from irflow.tasks.runs import DEFAULT_DEPTH, drop_identical_ids, empty_run, order_run, validate_depth
-from irflow.tasks.schema import Dataset
+from irflow.tasks.schema import Dataset, RetrievalInfo, info_nodes
 from irflow.tasks.systems import BM25Spec, DenseSpec, HybridSpec, RerankSpec, SystemSpec, as_spec
 
 FIRST_STAGE_DEPTH = 100  # a hybrid fuses, and a rerank reads, at least this deep
@@ -35,7 +35,7 @@ class RunResult:
     depth: int
     prepare_seconds: float
     search_seconds: float
-    info: dict[str, Any] = field(default_factory=dict)
+    info: RetrievalInfo = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class LatencyReport:
     index_build_seconds: float
     documents_per_second: float | None
     samples_ms: tuple[float, ...] = ()
-    info: dict[str, Any] = field(default_factory=dict)
+    info: RetrievalInfo = field(default_factory=dict)
 
 
 def retrieve(dataset: Dataset, system: str | SystemSpec, depth: int = DEFAULT_DEPTH) -> RunResult:
@@ -107,7 +107,7 @@ def measure_latency(
             latencies.append(time.perf_counter() - start)
     ms = np.asarray(latencies) * 1000.0
     p50, p95, p99 = np.percentile(ms, [50, 95, 99])
-    leaves = list(_leaves(searcher.info))
+    leaves = [node for node in info_nodes(searcher.info) if "members" not in node and "first_stage" not in node]
     rates = [leaf["documents_per_second"] for leaf in leaves if leaf.get("documents_per_second")]
     return LatencyReport(
         system=str(spec),
@@ -125,14 +125,6 @@ def measure_latency(
         samples_ms=tuple(float(round(x, 4)) for x in ms),
         info=searcher.info,
     )
-
-
-def _leaves(info: dict[str, Any]) -> Any:
-    members = [*info.get("members", {}).values(), *([info["first_stage"]] if "first_stage" in info else [])]
-    if not members:
-        yield info
-    for member in members:
-        yield from _leaves(member)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,13 +169,16 @@ def apply_rerank(run: pd.DataFrame, top: int, scores: Sequence[float]) -> pd.Dat
 # searchers
 
 
-class Searcher:
+S = TypeVar("S", bound=SystemSpec)
+
+
+class Searcher(Generic[S]):
     """A prepared system: ``searcher(queries, depth)`` -> run table. Subclasses implement ``_search``."""
 
-    def __init__(self, dataset: Dataset, spec: SystemSpec) -> None:
+    def __init__(self, dataset: Dataset, spec: S) -> None:
         self.dataset = dataset
         self.spec = spec
-        self.info: dict[str, Any] = {"system": str(spec)}
+        self.info: RetrievalInfo = {"system": str(spec)}
 
     def __call__(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
         extra = int(self.dataset.ignore_identical_ids)
@@ -196,7 +191,7 @@ class Searcher:
         raise NotImplementedError
 
 
-def make_searcher(dataset: Dataset, spec: SystemSpec, *, online: bool = False) -> Searcher:
+def make_searcher(dataset: Dataset, spec: SystemSpec, *, online: bool = False) -> Searcher[Any]:
     """Prepare ``spec`` for ``dataset``. ``online`` = optimised for single queries (latency), not batches."""
     if isinstance(spec, BM25Spec):
         return _BM25(dataset, spec)
@@ -209,7 +204,7 @@ def make_searcher(dataset: Dataset, spec: SystemSpec, *, online: bool = False) -
     raise TypeError(f"not a system spec: {spec!r}")
 
 
-class _BM25(Searcher):
+class _BM25(Searcher[BM25Spec]):
     def __init__(self, dataset: Dataset, spec: BM25Spec) -> None:
         from irflow.tasks import bm25
 
@@ -226,7 +221,7 @@ class _BM25(Searcher):
         return self.index.search(queries["query_id"].tolist(), queries["text"].tolist(), depth)
 
 
-class _DenseBatch(Searcher):
+class _DenseBatch(Searcher[DenseSpec]):
     """All of the dataset's queries at once through ``tasks.embed.dense_search`` (query vectors cached)."""
 
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
@@ -239,7 +234,7 @@ class _DenseBatch(Searcher):
         return order_run(run)
 
 
-class _DenseOnline(Searcher):
+class _DenseOnline(Searcher[DenseSpec]):
     """Corpus vectors and index prepared once; each call encodes its queries (latency measurement)."""
 
     def __init__(self, dataset: Dataset, spec: DenseSpec) -> None:
@@ -261,7 +256,7 @@ class _DenseOnline(Searcher):
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
         from irflow.tasks import embed
 
-        spec: DenseSpec = self.spec  # type: ignore[assignment]
+        spec = self.spec
         vectors = embed.encode(
             self.model,
             queries["text"].fillna("").astype(str).tolist(),
@@ -290,20 +285,20 @@ def _docs_per_second(complete: Any) -> float | None:
         return None
 
 
-class _Hybrid(Searcher):
-    def __init__(self, dataset: Dataset, spec: HybridSpec, members: list[Searcher]) -> None:
+class _Hybrid(Searcher[HybridSpec]):
+    def __init__(self, dataset: Dataset, spec: HybridSpec, members: list[Searcher[Any]]) -> None:
         super().__init__(dataset, spec)
         self.members = members
         self.info["members"] = {str(s): m.info for s, m in zip(spec.systems, members)}
 
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
-        spec: HybridSpec = self.spec  # type: ignore[assignment]
+        spec = self.spec
         first = spec.depth or max(depth, FIRST_STAGE_DEPTH)
         return fuse_rrf([member(queries, first) for member in self.members], spec.weights, spec.k)
 
 
-class _Rerank(Searcher):
-    def __init__(self, dataset: Dataset, spec: RerankSpec, first_stage: Searcher) -> None:
+class _Rerank(Searcher[RerankSpec]):
+    def __init__(self, dataset: Dataset, spec: RerankSpec, first_stage: Searcher[Any]) -> None:
         from irflow.tasks.embed import document_texts
 
         super().__init__(dataset, spec)
@@ -315,7 +310,7 @@ class _Rerank(Searcher):
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
         from irflow.tasks import embed
 
-        spec: RerankSpec = self.spec  # type: ignore[assignment]
+        spec = self.spec
         run = self.first_stage(queries, max(depth, spec.top))
         head = run[run["rank"] <= spec.top]
         query_text = pd.Series(

@@ -13,6 +13,7 @@ Canonical tables (all ids are strings, always):
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,26 @@ CORPUS_COLUMNS = ("doc_id", "title", "text")
 QUERY_COLUMNS = ("query_id", "text")
 QRELS_COLUMNS = ("query_id", "doc_id", "relevance")
 RUN_COLUMNS = ("query_id", "doc_id", "score", "rank")
+
+RetrievalInfo = dict[str, Any]
+"""What a retrieval reports about how it ran, one node per system of its spec (``RunResult.info``).
+
+Every node has ``system`` (the canonical spec) and what that stage did: ``index_*`` (resolved
+index type and parameters, build/load seconds, cache hits, path), ``model_identity``,
+``query_prompt``/``doc_prompt``, ``docs_encoded``/``queries_encoded``, ``documents_per_second``,
+``rerank_model``/``rerank_top``/``rerank_seconds``. A hybrid's node holds ``members`` (member
+spec -> node), a rerank's node ``first_stage`` (node). Walk it with :func:`info_nodes`.
+"""
+
+
+def info_nodes(info: Mapping[str, Any] | None) -> Iterator[Mapping[str, Any]]:
+    """Every node of a retrieval info tree, the root first, then hybrid members and rerank first stages."""
+    if not info:
+        return
+    yield info
+    for member in (info.get("members") or {}).values():
+        yield from info_nodes(member)
+    yield from info_nodes(info.get("first_stage"))
 
 
 class IrflowError(Exception):

@@ -19,7 +19,7 @@ from typing import Any
 from irflow.tasks import embed
 from irflow.tasks.config import cache_dir
 from irflow.tasks.schema import Dataset
-from irflow.tasks.systems import DenseSpec, HybridSpec, RerankSpec, SystemSpec, as_spec
+from irflow.tasks.systems import DenseSpec, SystemSpec, as_spec, leaves
 
 log = logging.getLogger(__name__)
 
@@ -40,17 +40,6 @@ class EmbedJob:
         return (self.key_dir / "_COMPLETE").is_file()
 
 
-def dense_leaves(spec: SystemSpec) -> list[DenseSpec]:
-    """The dense first stages inside a system (hybrid members, a rerank's first stage)."""
-    if isinstance(spec, DenseSpec):
-        return [spec]
-    if isinstance(spec, HybridSpec):
-        return [leaf for member in spec.systems for leaf in dense_leaves(member)]
-    if isinstance(spec, RerankSpec):
-        return dense_leaves(spec.first_stage)
-    return []
-
-
 def corpus_job(dataset: Dataset, spec: DenseSpec) -> EmbedJob:
     """The corpus encoding of ``spec`` on ``dataset``, keyed exactly as ``tasks.embed.embed_corpus`` keys it."""
     key = embed.corpus_key(dataset, spec)
@@ -62,9 +51,10 @@ def embed_jobs(dataset: Dataset, systems: Iterable[str | SystemSpec]) -> list[Em
     """Distinct corpus encodings the systems need, in first-use order."""
     jobs: dict[str, EmbedJob] = {}
     for system in systems:
-        for leaf in dense_leaves(as_spec(system)):
-            job = corpus_job(dataset, leaf)
-            jobs.setdefault(job.key, job)
+        for leaf in leaves(as_spec(system)):
+            if isinstance(leaf, DenseSpec):
+                job = corpus_job(dataset, leaf)
+                jobs.setdefault(job.key, job)
     return list(jobs.values())
 
 
@@ -110,4 +100,4 @@ def encode_job(dataset: Dataset, job: EmbedJob) -> dict[str, Any]:
     }
 
 
-__all__ = ["EmbedJob", "corpus_job", "dense_leaves", "embed_jobs", "encode_job", "encode_shard", "shards"]
+__all__ = ["EmbedJob", "corpus_job", "embed_jobs", "encode_job", "encode_shard", "shards"]

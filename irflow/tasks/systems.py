@@ -30,6 +30,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
@@ -52,6 +53,8 @@ INDEX_PARAMS: dict[str, tuple[str, ...]] = {  # FAISS index kind -> the integer 
     "ivfpq": ("nlist", "nprobe", "m", "nbits"),
 }
 KINDS = ("bm25", "dense", "hybrid", "rerank")
+_BM25_OPTIONS = ("k1", "b", "backend", "method", "stemmer", "stopwords")
+_DENSE_OPTIONS = ("max_seq_length", "query_prompt", "doc_prompt", "batch_size")  # besides index and its parameters
 
 SYSTEM_HELP = """\
 valid system specs:
@@ -237,6 +240,23 @@ class RerankSpec(_Spec):
 
 
 SystemSpec = BM25Spec | DenseSpec | HybridSpec | RerankSpec
+FirstStageSpec = BM25Spec | DenseSpec  # a system that searches an index itself
+
+
+def walk(spec: SystemSpec) -> Iterator[SystemSpec]:
+    """Every system inside ``spec``, itself first, then depth-first: a hybrid's members in order, a
+    rerank's first stage. The one traversal of a spec: callers filter it (``isinstance``)."""
+    yield spec
+    members = (
+        spec.systems if isinstance(spec, HybridSpec) else (spec.first_stage,) if isinstance(spec, RerankSpec) else ()
+    )
+    for member in members:
+        yield from walk(member)
+
+
+def leaves(spec: SystemSpec) -> Iterator[FirstStageSpec]:
+    """The first stages inside ``spec`` (BM25 and dense systems), in the order :func:`walk` meets them."""
+    return (node for node in walk(spec) if isinstance(node, (BM25Spec, DenseSpec)))
 
 
 def _choice(name: str, value: object, valid: tuple[str, ...], context: str = "") -> str:
@@ -267,14 +287,14 @@ def format_system(spec: SystemSpec) -> str:
     """The canonical spec string: defaults omitted, numbers normalised, members grouped when needed."""
     if isinstance(spec, BM25Spec):
         defaults = {**{f.name: f.default for f in fields(spec)}, "method": BM25_METHODS[spec.backend][0]}
-        names = ("k1", "b", "backend", "method", "stemmer", "stopwords")
         pairs = [
-            (n, _num(v) if isinstance(v, float) else str(v)) for n in names if (v := getattr(spec, n)) != defaults[n]
+            (n, _num(v) if isinstance(v, float) else str(v))
+            for n in _BM25_OPTIONS
+            if (v := getattr(spec, n)) != defaults[n]
         ]
         return "bm25" + (":" + _options(pairs) if pairs else "")
     if isinstance(spec, DenseSpec):
-        names = ("max_seq_length", "query_prompt", "doc_prompt", "batch_size", "index")
-        pairs = [(k, str(v)) for k, v in _non_default(spec, names)] + list(spec.index_params)
+        pairs = [(k, str(v)) for k, v in _non_default(spec, (*_DENSE_OPTIONS, "index"))] + list(spec.index_params)
         return f"dense{_paren(pairs)}:{spec.model}"
     if isinstance(spec, HybridSpec):
         pairs = [] if spec.k == 60 else [("k", str(spec.k))]
@@ -374,7 +394,7 @@ def parse_system(text: str) -> SystemSpec:
 
 def as_spec(system: str | SystemSpec) -> SystemSpec:
     """Accept a spec string or an already parsed spec."""
-    return system if isinstance(system, _Spec) else parse_system(system)  # type: ignore[return-value]
+    return parse_system(system) if isinstance(system, str) else system
 
 
 def _parse(text: str) -> SystemSpec:
@@ -409,7 +429,7 @@ def _parse(text: str) -> SystemSpec:
             if options:
                 raise _error("give bm25 options either in parentheses or after ':', not both")
             options = _parse_options(rest)
-        _take(options, ("k1", "b", "backend", "method", "stemmer", "stopwords"), "bm25")
+        _take(options, _BM25_OPTIONS, "bm25")
         return BM25Spec(**options)  # type: ignore[arg-type]
     if not rest or not rest.strip():
         example = {"dense": "dense:minilm", "hybrid": "hybrid:bm25+dense:minilm", "rerank": "rerank:minilm@bm25"}
@@ -417,10 +437,9 @@ def _parse(text: str) -> SystemSpec:
     if kind == "dense":
         index = options.pop("index", "flat")
         _choice("index", index, tuple(INDEX_PARAMS))
-        fixed = ("max_seq_length", "query_prompt", "doc_prompt", "batch_size")
-        _take(options, fixed + INDEX_PARAMS[index], f"dense (index={index})")
+        _take(options, _DENSE_OPTIONS + INDEX_PARAMS[index], f"dense (index={index})")
         params = tuple((k, v) for k, v in options.items() if k in INDEX_PARAMS[index])
-        kwargs = {k: v for k, v in options.items() if k in fixed}
+        kwargs = {k: v for k, v in options.items() if k in _DENSE_OPTIONS}
         return DenseSpec(model=rest, index=index, index_params=params, **kwargs)  # type: ignore[arg-type]
     if kind == "hybrid":
         _take(options, ("k", "weights", "depth"), "hybrid")
