@@ -94,10 +94,10 @@ def beir_dataset(beir_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Ca
 
             with mock.patch.dict(os.environ, {"IRFLOW_CACHE_DIR": str(cache)}):
                 try:
-                    loaded[(name, split)] = load_dataset(f"shared/{name}", split)
+                    loaded[(name, split)] = load_dataset(f"shared-{name}", split)
                 except KeyError:
-                    import_dataset(beir_dir / f"{name}.zip", "beir", f"shared/{name}")
-                    loaded[(name, split)] = load_dataset(f"shared/{name}", split)
+                    import_dataset(beir_dir / f"{name}.zip", "beir", f"shared-{name}")
+                    loaded[(name, split)] = load_dataset(f"shared-{name}", split)
         return loaded[(name, split)]
 
     return load

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from irflow.tasks import ingest
-from irflow.tasks.ingest import beir, canonical
+from irflow.tasks.atomic import is_temp_name
+from irflow.tasks.ingest import beir, store
 from irflow.tasks.schema import DownloadError, InputError, UnknownNameError
 
 
@@ -61,49 +62,74 @@ def test_beir_download_gives_the_published_counts_and_caches(mirror: list[str], 
     assert (len(scifact.corpus), len(scifact.queries), len(scifact.qrels)) == (5183, 300, 339)
     assert scifact.corpus["doc_id"].map(type).eq(str).all() and "4983" in set(scifact.corpus["doc_id"])
     assert not scifact.qrels["doc_id"].str.contains("\r").any()
-    assert scifact.manifest["source"]["verified"].startswith("sha256 listed in")
+    assert scifact.manifest["source"]["verified"].startswith("content pinned in irflow's catalog")
+    assert scifact.manifest["source"]["official_archive"] is False, "the shared scifact.zip is repackaged"
     nfcorpus = ingest.load_dataset("beir/nfcorpus")
     assert (len(nfcorpus.corpus), len(nfcorpus.queries), len(nfcorpus.qrels)) == (3633, 323, 12334)
     assert nfcorpus.grades() == {1: 11758, 2: 576}
+    assert nfcorpus.manifest["source"]["official_archive"] is True
+    assert ingest.load_dataset("beir/nfcorpus", "dev").manifest["judgements"] == 11385
     assert "/nfcorpus.zip" in mirror and "/scifact.zip" in mirror
 
     before = list(mirror)
     again = ingest.load_dataset("beir/scifact")
-    ingest.load_dataset("beir/nfcorpus", "dev")  # another split: from the extracted folder, still offline
+    ingest.load_dataset("beir/nfcorpus", "train")  # every split was stored with the first: still offline
     assert mirror == before, "a second call must make no network request"
     assert again.fingerprint == scifact.fingerprint
 
     # The same content by the zip-import and unpacked-folder routes has the same fingerprint.
-    via_zip = imported(beir_dir / "scifact.zip", "beir", "copy/zip")
+    via_zip = imported(beir_dir / "scifact.zip", "beir", "copy-zip")
     folder = Path(os.environ["IRFLOW_CACHE_DIR"]) / "unpacked"
     zipfile.ZipFile(beir_dir / "scifact.zip").extractall(folder)
-    via_folder = imported(folder / "scifact", "beir", "copy/folder")
+    via_folder = imported(folder / "scifact", "beir", "copy-folder")
     assert via_zip.fingerprint == via_folder.fingerprint == scifact.fingerprint
 
 
-@pytest.mark.shared
-def test_published_md5_is_checked_when_no_mirror_checksums(beir_dir: Path, serve_dir, monkeypatch, tmp_path) -> None:
-    shutil.copy(beir_dir / "nfcorpus.zip", tmp_path / "nfcorpus.zip")  # byte-identical to the official archive
-    base, _ = serve_dir(tmp_path)
+def _toy_catalog(tmp_path: Path, serve_dir, monkeypatch, md5: str | None) -> tuple[Path, Path]:
+    """A one-entry catalog ``beir/toy`` (no content pins) served from a loopback mirror."""
+    folder = write_beir(tmp_path / "src" / "toy", DOCS, QUERIES, QRELS)
+    served = tmp_path / "served"
+    served.mkdir()
+    shutil.make_archive(str(served / "toy"), "zip", folder.parent, "toy")
+    base, _ = serve_dir(served)
     monkeypatch.setenv("IRFLOW_BEIR_BASE_URL", base)
-    dataset = ingest.load_dataset("beir/nfcorpus")
-    assert dataset.manifest["source"]["verified"] == "md5 published by BEIR"
-    assert dataset.manifest["source"]["md5"] == "a89dba18a62ef92f7d323ec890a0d38d"
+    digest = beir.file_checksums(served / "toy.zip")["md5"] if md5 == "auto" else md5
+    entry = beir.BeirEntry("beir/toy", "toy", None, digest, ("test",), "test", False)
+    monkeypatch.setattr(beir, "catalog", lambda: {"beir/toy": entry})
+    return folder, served
+
+
+def test_published_md5_is_checked_for_unpinned_entries(tmp_path, serve_dir, monkeypatch, caplog) -> None:
+    folder, served = _toy_catalog(tmp_path, serve_dir, monkeypatch, "auto")
+    (served / "SHA256SUMS").write_text(f"{beir.file_checksums(served / 'toy.zip')['sha256']}  toy.zip\n")
+    dataset = ingest.load_dataset("beir/toy")
+    verified = dataset.manifest["source"]["verified"]
+    assert verified.startswith("md5 published by BEIR") and "recorded on first download" in verified
+    assert "trusting it on first download" in caplog.text, "trust on first download is said on stderr"
+    # A different archive, vouched for by the mirror's own SHA256SUMS, is refused: the md5 decides.
+    shutil.rmtree(Path(os.environ["IRFLOW_CACHE_DIR"]) / "datasets")
+    (Path(os.environ["IRFLOW_CACHE_DIR"]) / "downloads" / "beir" / "toy.zip").unlink()
+    (folder / "qrels" / "test.tsv").write_text("q1\td1\t1\n")
+    shutil.make_archive(str(served / "toy"), "zip", folder.parent, "toy")
+    (served / "SHA256SUMS").write_text(f"{beir.file_checksums(served / 'toy.zip')['sha256']}  toy.zip\n")
+    with pytest.raises(DownloadError, match="checksum mismatch.*md5.*published by BEIR"):
+        ingest.load_dataset("beir/toy")
+    assert not store.stored_splits("beir/toy")
 
 
 @pytest.mark.shared
-def test_checksum_mismatch_caches_nothing_and_next_call_downloads_again(beir_dir, serve_dir, monkeypatch, tmp_path):
+def test_damaged_download_caches_nothing_and_next_call_downloads_again(beir_dir, serve_dir, monkeypatch, tmp_path):
     data = bytearray((beir_dir / "nfcorpus.zip").read_bytes())
     data[1000] ^= 0xFF
     (tmp_path / "nfcorpus.zip").write_bytes(bytes(data))
     base, requests = serve_dir(tmp_path)
     monkeypatch.setenv("IRFLOW_BEIR_BASE_URL", base)
-    with pytest.raises(DownloadError, match="checksum mismatch.*md5"):
+    with pytest.raises(DownloadError, match="nfcorpus.zip: the downloaded archive is unusable: .*damaged zip member"):
         ingest.load_dataset("beir/nfcorpus")
     cache = Path(os.environ["IRFLOW_CACHE_DIR"])
-    assert not list((cache / "downloads" / "beir").glob("nfcorpus*")), "nothing may be cached"
-    assert not (cache / "raw" / "beir" / "nfcorpus").exists()
-    assert not canonical.stored_splits("beir/nfcorpus")
+    assert not list((cache / "downloads" / "beir").glob("*nfcorpus*")), "nothing may be cached"
+    assert not store.stored_splits("beir/nfcorpus")
+    assert not [p for p in cache.rglob("*") if is_temp_name(p.name)], "no temporary is left behind"
 
     shutil.copy(beir_dir / "nfcorpus.zip", tmp_path / "nfcorpus.zip")
     n = requests.count("/nfcorpus.zip")
@@ -142,23 +168,18 @@ def test_interrupted_download_is_never_taken_for_complete(tmp_path: Path) -> Non
 
 
 def test_unknown_checksum_is_recorded_on_first_download_and_enforced(tmp_path, serve_dir, monkeypatch) -> None:
-    folder = write_beir(tmp_path / "src" / "toy", DOCS, QUERIES, QRELS)
-    served = tmp_path / "served"
-    served.mkdir()
-    shutil.make_archive(str(served / "toy"), "zip", folder.parent, "toy")
-    base, _ = serve_dir(served)
-    monkeypatch.setenv("IRFLOW_BEIR_BASE_URL", base)
-    entry = beir.BeirEntry("beir/toy", "toy", None, None, ("test",), "test", False)
-    monkeypatch.setattr(beir, "catalog", lambda: {"beir/toy": entry})
+    folder, served = _toy_catalog(tmp_path, serve_dir, monkeypatch, None)
     first = ingest.load_dataset("beir/toy")
-    assert first.manifest["source"]["verified"] == "none published: sha256 recorded on first download"
+    assert first.manifest["source"]["verified"] == (
+        "none published; sha256 recorded on first download (no content pin in the catalog)"
+    )
     # The archive changes upstream; a fresh download must match the recorded sha256.
     cache = Path(os.environ["IRFLOW_CACHE_DIR"])
-    shutil.rmtree(cache / "raw")
     shutil.rmtree(cache / "datasets")
+    (cache / "downloads" / "beir" / "toy.zip").unlink()
     (folder / "corpus.jsonl").write_text(json.dumps(DOCS[0]) + "\n")
     shutil.make_archive(str(served / "toy"), "zip", folder.parent, "toy")
-    with pytest.raises(DownloadError, match="checksum mismatch.*sha256"):
+    with pytest.raises(DownloadError, match="checksum mismatch.*sha256.*recorded on first download"):
         ingest.load_dataset("beir/toy")
 
 
@@ -291,7 +312,7 @@ def test_bad_corpus(tmp_path: Path, corpus: str, match: str) -> None:
     folder = write_beir(tmp_path / "bad", corpus, QUERIES, "q1\td1\t1\n")
     with pytest.raises(InputError, match=match):
         ingest.import_dataset(folder, "beir", "bad")
-    assert not canonical.store_dir("bad").exists(), "a failed ingestion stores nothing"
+    assert not store.dataset_dir("bad").exists(), "a failed ingestion stores nothing"
 
 
 def test_failed_reimport_keeps_the_previous_dataset(tmp_path: Path) -> None:
@@ -341,7 +362,7 @@ def test_unknown_split_lists_the_available_ones(tmp_path: Path) -> None:
 
 def test_invalid_and_reserved_names(tmp_path: Path) -> None:
     folder = write_beir(tmp_path / "t", DOCS, QUERIES, QRELS)
-    for bad in ("../up", "a//b", "/abs", "techdocs", "beir/scifact"):
+    for bad in ("../up", "a//b", "/abs", "techdocs", "beir/scifact", "beir", "a/b", "t/test", "a..b", ".hidden", ""):
         with pytest.raises(InputError):
             ingest.import_dataset(folder, "beir", bad)
 

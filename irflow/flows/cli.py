@@ -8,15 +8,44 @@ import logging
 import sys
 from typing import Any
 
+_MAP_FIELDS = (
+    *("corpus.doc_id", "corpus.title", "corpus.text"),
+    *("queries.query_id", "queries.text"),
+    *("qrels.query_id", "qrels.doc_id", "qrels.relevance"),
+)
+
 
 def _parse_mapping(items: list[str]) -> dict[str, str]:
+    """``--map TABLE.FIELD=COLUMN`` options as a dict; a malformed one is an InputError (exit 2)."""
+    from irflow.tasks.schema import InputError
+
     mapping = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or "." not in key:
-            raise SystemExit(f"irflow: error: --map expects TABLE.FIELD=COLUMN (e.g. corpus.text=body), got {item!r}")
+        if not sep or key not in _MAP_FIELDS or not value:
+            raise InputError(
+                f"--map expects TABLE.FIELD=COLUMN with TABLE.FIELD one of {', '.join(_MAP_FIELDS)} "
+                f"(e.g. corpus.text=body), got {item!r}"
+            )
         mapping[key] = value
     return mapping
+
+
+def _parse_thresholds(text: str | None) -> tuple[float, ...] | None:
+    """``--grade-thresholds 0.5,0.25,0.1``: numbers in (0, 1]; a malformed list is an InputError (exit 2)."""
+    from irflow.tasks.schema import InputError
+
+    if not text:
+        return None
+    try:
+        values = tuple(float(t) for t in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or not all(0 < v <= 1 for v in values):
+        raise InputError(
+            f"--grade-thresholds expects comma-separated numbers in (0, 1], e.g. 0.5,0.25,0.1; got {text!r}"
+        )
+    return values
 
 
 def cmd_datasets_list(args: argparse.Namespace) -> int:
@@ -81,7 +110,6 @@ def cmd_datasets_download(args: argparse.Namespace) -> int:
 def cmd_datasets_import(args: argparse.Namespace) -> int:
     from irflow.tasks.ingest import import_dataset
 
-    thresholds = tuple(float(t) for t in args.grade_thresholds.split(",")) if args.grade_thresholds else None
     manifest = import_dataset(
         args.path,
         args.format,
@@ -89,7 +117,7 @@ def cmd_datasets_import(args: argparse.Namespace) -> int:
         split=args.split,
         mapping=_parse_mapping(args.map),
         base=args.base,
-        grade_thresholds=thresholds,
+        grade_thresholds=_parse_thresholds(args.grade_thresholds),
     )
     _print_info(manifest)
     return 0

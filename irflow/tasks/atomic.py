@@ -2,18 +2,37 @@
 
 An interrupted run therefore never leaves a half-written file that a later run trusts:
 the target either has its old content or the complete new one.
+
+Temporary files and folders made here are named ``.<target>.<host>.<pid>.<random>.<kind>``
+(kind ``tmp``, ``part`` or ``old``), so :func:`clean_stale` can tell a live writer's work from
+the leftovers of a killed one: a leftover whose owner process is gone (or, for another host,
+that is older than :data:`STALE_AFTER_S`) is removed by the next writer in that folder.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import json
 import os
+import re
+import secrets
 import shutil
+import socket
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+STALE_AFTER_S = 6 * 3600.0
+"""Age after which a temporary entry whose owner cannot be checked (another host) is removed."""
+
+_TEMP_RE = re.compile(
+    r"^\.(?P<label>.+)\.(?P<host>[A-Za-z0-9-]+)\.(?P<pid>\d+)\.(?P<rand>[0-9a-f]{8})\.(?P<kind>tmp|part|old)$"
+)
 
 
 @contextlib.contextmanager
@@ -41,29 +60,184 @@ def atomic_open(target: str | os.PathLike[str], mode: str = "w", **kwargs: Any) 
         yield fh
 
 
-@contextlib.contextmanager
-def publish_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary folder beside ``target``; on success rename it to ``target`` in one step.
-
-    For content-addressed caches: if another process published ``target`` first, its folder (built
-    from the same inputs) is kept and this one is dropped. A failure leaves no partial folder.
-    """
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        yield tmp
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not target.is_dir():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 def write_json(target: str | os.PathLike[str], obj: Any) -> None:
     """Write ``obj`` as pretty, key-sorted JSON, atomically."""
     with atomic_open(target, "w", encoding="utf-8") as fh:
         json.dump(obj, fh, indent=2, sort_keys=True, ensure_ascii=False)
         fh.write("\n")
+
+
+# ----------------------------------------------------------------------------- owned temporaries
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9-]+", "-", socket.gethostname())[:63] or "host"
+
+
+def temp_name(label: str, kind: str = "tmp") -> str:
+    """A hidden name for a temporary beside ``label`` that records its owner (host and pid)."""
+    return f".{label}.{_host()}.{os.getpid()}.{secrets.token_hex(4)}.{kind}"
+
+
+def is_temp_name(name: str) -> bool:
+    """True for a name made by :func:`temp_name` (a writer's temporary file or folder)."""
+    return bool(_TEMP_RE.match(name))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by another user
+        return True
+    return True
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def clean_stale(folder: Path, *, max_age: float = STALE_AFTER_S) -> list[Path]:
+    """Remove the temporaries in ``folder`` left by dead writers; returns what was removed or restored.
+
+    A temporary of this host is stale when its owner pid is gone (or it is older than ``max_age``,
+    against pid reuse); one of another host when it is older than ``max_age``. A stale ``.old``
+    folder (a replaced target set aside by a writer killed between its two renames, see
+    :func:`replace_dir`) is renamed back when its target is missing, so nothing published is lost.
+    """
+    if not folder.is_dir():
+        return []
+    removed = []
+    now = time.time()
+    for entry in folder.iterdir():
+        match = _TEMP_RE.match(entry.name)
+        if not match:
+            continue
+        try:
+            age = now - entry.lstat().st_mtime
+        except FileNotFoundError:
+            continue
+        own_host = match["host"] == _host()
+        if own_host and int(match["pid"]) == os.getpid():
+            continue
+        if own_host and _pid_alive(int(match["pid"])) and age <= max_age:
+            continue
+        if not own_host and age <= max_age:
+            continue
+        target = folder / match["label"]
+        if match["kind"] == "old" and not target.exists():
+            with contextlib.suppress(OSError):
+                os.rename(entry, target)
+                removed.append(entry)
+                continue
+        _remove(entry)
+        removed.append(entry)
+    return removed
+
+
+@contextlib.contextmanager
+def temp_dir(parent: Path, label: str) -> Iterator[Path]:
+    """A new owned temporary folder in ``parent`` (stale ones there are cleaned first); removed after."""
+    parent.mkdir(parents=True, exist_ok=True)
+    clean_stale(parent)
+    tmp = parent / temp_name(label)
+    tmp.mkdir()
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- folder publish
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two existing paths in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # glibc < 2.28, musl
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):  # filesystem without exchange
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def replace_dir(new: Path, target: Path) -> None:
+    """Put the finished folder ``new`` at ``target``, replacing any folder there; ``new`` is consumed.
+
+    Where the kernel can swap two paths (Linux), a reader sees the old folder or the new one,
+    never neither. Elsewhere the old folder is first renamed to an owned ``.old`` name, then the new
+    one renamed in: between the two renames ``target`` is briefly absent, and a writer killed in
+    that window leaves the ``.old`` folder, which :func:`clean_stale` renames back.
+    """
+    if not target.exists():
+        os.rename(new, target)
+        return
+    if _exchange(new, target):
+        _remove(new)  # now holds the old folder
+        return
+    old = target.parent / temp_name(target.name, "old")
+    os.rename(target, old)
+    os.rename(new, target)
+    _remove(old)
+
+
+@contextlib.contextmanager
+def publish_dir(target: str | os.PathLike[str], *, replace: bool = False, lock: Path | None = None) -> Iterator[Path]:
+    """Yield a temporary folder beside ``target``; on success it becomes ``target`` in one rename.
+
+    ``replace=False`` (content-addressed caches): if another process published ``target`` first,
+    its folder (built from the same inputs) is kept and this one dropped. ``replace=True``: the new
+    folder replaces any existing one (:func:`replace_dir`); callers serialise writers with a lock.
+    A failure leaves ``target`` as it was and no temporary folder behind.
+    """
+    target = Path(target)
+    with temp_dir(target.parent, target.name) as tmp:
+        build = tmp / "out"
+        build.mkdir()
+        yield build
+        with file_lock(lock) if lock else contextlib.nullcontext():
+            if replace:
+                replace_dir(build, target)
+                return
+            try:
+                os.rename(build, target)
+            except OSError:
+                if not target.is_dir():
+                    raise
+
+
+# ----------------------------------------------------------------------------- locks
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, *, shared: bool = False) -> Iterator[None]:
+    """Hold an advisory lock on ``path`` (created if missing): ``shared`` for readers, else exclusive.
+
+    ``fcntl.flock`` locks belong to the open file, so threads and processes alike exclude each
+    other, and the kernel releases a killed holder's lock. Without ``fcntl`` (Windows) this is a
+    no-op and writers rely on the atomic renames alone.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock

@@ -1,58 +1,89 @@
-"""Ingest: turn any source into one canonical dataset (see ``tasks.ingest.canonical``).
+"""Ingest: turn any source into one canonical dataset, stored whole or not at all.
 
 Names: ``techdocs`` (the embedded demo), ``beir/<name>`` (downloaded on first use),
-``beir/cqadupstack/<forum>``, or the name given at import. Public functions:
+``beir/cqadupstack/<forum>``, or the one-segment name given at import. Public functions:
 
-* :func:`load_dataset` — the canonical :class:`~tasks.schema.Dataset` of a name and split,
+* :func:`load_dataset` — the canonical :class:`~irflow.tasks.schema.Dataset` of a name and split,
   ingesting (and downloading) on first use; later calls read the stored Parquet only.
-* :func:`import_dataset` — ingest a local source under a new name.
-* :func:`list_datasets`, :func:`dataset_info`.
+* :func:`import_dataset` — ingest a local source under a name, replacing the dataset of that name.
+* :func:`list_datasets`, :func:`dataset_info`, :func:`check_name`, :func:`default_split`.
+
+Every ingestion runs one way: a reader (``beir``, ``msmarco``, ``custom``) yields records →
+``canonical.build_dataset`` checks them and writes every table of every split into a temporary
+folder → ``store.publish`` renames it into the store. A failure anywhere leaves the stored dataset
+of that name byte for byte as it was. Processes that ingest the same name at once take turns
+(``store.building``); the later ones find the dataset stored and only read it.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from irflow.tasks.config import package_data
-from irflow.tasks.ingest import beir, canonical, custom, msmarco
+from irflow.tasks.ingest import beir, canonical, custom, msmarco, store
 from irflow.tasks.schema import Dataset, InputError, UnknownNameError
 
 EMBEDDED = {"techdocs": package_data("datasets", "techdocs")}
 FORMATS = ("beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels")
+_FILE_FORMATS = {"zbench", "trec-qrels"}
+_FOLDER_FORMATS = {"msmarco", "jsonl", "csv", "parquet"}
 
 __all__ = ["FORMATS", "check_name", "dataset_info", "default_split", "import_dataset", "list_datasets", "load_dataset"]
 
 
+def _check_known_shape(name: str) -> None:
+    """A ``beir/...`` name must be a catalog entry; any other name must be one valid segment."""
+    if not isinstance(name, str):
+        raise InputError(f"invalid dataset name {name!r}")
+    if name.startswith("beir/"):
+        beir.entry(name)  # UnknownNameError listing the catalog
+    elif name not in EMBEDDED:
+        store.check_import_name(name)
+
+
 def default_split(name: str) -> str:
+    """The split a name evaluates by default: the catalog's, else ``test`` if stored (or none is), else the first."""
+    _check_known_shape(name)
     if name.startswith("beir/"):
         return beir.entry(name).default_split
-    stored = canonical.stored_splits(name)
+    stored = store.stored_splits(name)
     if name in EMBEDDED or not stored or "test" in stored:
         return "test"
     return stored[0]
 
 
 def load_dataset(name: str, split: str | None = None) -> Dataset:
-    """The canonical dataset ``name`` (split default: ``test``; ``dev`` for MS MARCO)."""
-    split = split or default_split(name)
-    if name in EMBEDDED:
-        return _load_embedded(name, split)
-    if canonical.has_split(name, split):
-        return canonical.load_stored(name, split)
-    if name.startswith("beir/"):
-        return _load_beir(name, split)
+    """The canonical dataset ``name`` (split default: ``test``; ``dev`` for MS MARCO).
+
+    Embedded and catalog datasets are ingested on first use (all their splits at once); imported
+    ones must have been imported. Reads hold the store's shared lock, so a concurrent replacement
+    is seen whole or not at all.
+    """
+    split = store.check_split(split or default_split(name))
+    if name in EMBEDDED or name.startswith("beir/"):
+        if name.startswith("beir/") and split not in beir.entry(name).splits:
+            item = beir.entry(name)
+            raise UnknownNameError(f"{name} has no split {split!r}; available: {', '.join(item.splits)}")
+        return _ensure(name, split)
+    with store.reading(name):
+        if store.has_split(name, split):
+            return store.load_stored(name, split)
     check_name(name)
     raise UnknownNameError(
-        f"dataset {name!r} has no split {split!r}; stored splits: {', '.join(canonical.stored_splits(name))}"
+        f"dataset {name!r} has no split {split!r}; stored splits: {', '.join(store.stored_splits(name))}"
     )
 
 
 def check_name(name: str) -> None:
-    """Raise :class:`UnknownNameError` listing the valid names unless ``name`` is a known dataset."""
-    if name not in EMBEDDED and name not in beir.catalog() and not canonical.stored_splits(name):
+    """Raise :class:`UnknownNameError` listing the valid names unless ``name`` is a known dataset
+    (:class:`InputError` when it cannot be a dataset name at all)."""
+    if name in EMBEDDED or name in beir.catalog():
+        return
+    _check_known_shape(name)
+    if not store.stored_splits(name):
         raise UnknownNameError(
             f"unknown dataset {name!r}; valid names: {', '.join(_known_names())} "
             "(or import one: irflow datasets import PATH --format F --name NAME)"
@@ -60,37 +91,70 @@ def check_name(name: str) -> None:
 
 
 def _known_names() -> list[str]:
-    return sorted(set(EMBEDDED) | set(beir.catalog()) | set(canonical.stored_names()))
+    catalog = list(beir.catalog())
+    return sorted(set(EMBEDDED) | set(catalog) | set(store.stored_names(catalog)))
 
 
-def _load_beir(name: str, split: str) -> Dataset:
-    item = beir.entry(name)
-    if split not in item.splits:
-        raise UnknownNameError(f"{name} has no split {split!r}; available: {', '.join(item.splits)}")
-    folder, source = beir.fetch_archive(item.archive, item.md5)
-    top = folder / item.archive if (folder / item.archive).is_dir() else folder
-    root = beir.beir_root(top / item.subset if item.subset else top)
-    if not (canonical.store_dir(name) / "corpus.json").is_file():
-        canonical.write_corpus(name, beir.corpus_writer_for(root), source)
-    canonical.write_split(name, beir.read_split(root, split), source, ignore_identical_ids=item.ignore_identical_ids)
-    return canonical.load_stored(name, split)
+def _ensure(name: str, split: str) -> Dataset:
+    """Load an embedded or catalog dataset, ingesting it first when it is missing or out of date."""
+    source = _embedded_source(name) if name in EMBEDDED else None
+
+    def current() -> bool:
+        stored = store.read_json(name, "corpus.json")
+        if not stored or (source is not None and stored.get("source") != source):
+            return False
+        return store.has_split(name, split)
+
+    with store.reading(name):
+        if current():
+            return store.load_stored(name, split)
+    with store.building(name):  # one builder at a time; the others wait here, then find it stored
+        with store.reading(name):
+            if current():
+                return store.load_stored(name, split)
+        if source is not None:
+            store.publish(name, _embedded_builder(name, source))
+        else:
+            store.publish(name, _beir_builder(name))
+        with store.reading(name):
+            return store.load_stored(name, split)
 
 
-def _load_embedded(name: str, split: str) -> Dataset:
-    """Embedded datasets are re-ingested whenever their source files change."""
+def _embedded_source(name: str) -> dict[str, Any]:
+    """Provenance of an embedded dataset: a digest of its files, so a changed file re-ingests it."""
     root = EMBEDDED[name]
     signature = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in {".jsonl", ".tsv"}):
         signature.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    source = {"kind": "embedded", "location": f"datasets/{name}", "sha256": signature.hexdigest()}
-    corpus_json = canonical.store_dir(name) / "corpus.json"
-    current = corpus_json.is_file() and json.loads(corpus_json.read_text()).get("source") == source
-    if current and canonical.has_split(name, split):
-        return canonical.load_stored(name, split)
-    if not current:
-        canonical.write_corpus(name, beir.corpus_writer_for(root), source)
-    canonical.write_split(name, beir.read_split(root, split), source)
-    return canonical.load_stored(name, split)
+    return {"kind": "embedded", "location": f"datasets/{name}", "sha256": signature.hexdigest()}
+
+
+def _embedded_builder(name: str, source: dict[str, Any]) -> Callable[[Path], None]:
+    root = EMBEDDED[name]
+
+    def build(folder: Path) -> None:
+        splits = beir.available_splits(root)
+        canonical.build_dataset(folder, name, beir.corpus_source(root), beir.read_splits(root, splits), source)
+
+    return build
+
+
+def _beir_builder(name: str) -> Callable[[Path], None]:
+    item = beir.entry(name)
+
+    def build(folder: Path) -> None:
+        with store.work_dir(name) as work:
+            root, source = beir.fetch_archive(item, work)
+            canonical.build_dataset(
+                folder,
+                name,
+                beir.corpus_source(root),
+                beir.read_splits(root, list(item.splits)),
+                source,
+                ignore_identical_ids=item.ignore_identical_ids,
+            )
+
+    return build
 
 
 def import_dataset(
@@ -103,93 +167,130 @@ def import_dataset(
     base: str | None = None,
     grade_thresholds: tuple[float, ...] | None = None,
 ) -> dict[str, Any]:
-    """Ingest a local source under ``name`` (replacing a dataset of that name); returns the manifest.
+    """Ingest a local source under ``name``, replacing a dataset of that name; returns the split's manifest.
 
-    The stored dataset is then available to :func:`load_dataset` (the corpus is not loaded here,
-    so importing a large collection stays within a small, constant memory).
+    The whole dataset is built and checked in a temporary folder and published by one rename: a
+    failure (bad input, interruption) leaves any stored dataset of that name as it was. The corpus
+    is not loaded here, so importing a large collection stays within a small, constant memory.
 
-    Formats: ``beir`` (folder or zip), ``msmarco`` (collection.tsv, queries.<split>.tsv,
+    Formats: ``beir`` (folder or zip; every split), ``msmarco`` (collection.tsv, queries.<split>.tsv,
     qrels.<split>.tsv), ``jsonl``/``csv``/``parquet`` (a folder with corpus, queries and qrels
     files; ``mapping`` renames source columns), ``zbench`` (QueryDocuments or
     AnnotatedQueryDocuments JSONL), ``trec-qrels`` (new judgements over the corpus and queries
     of dataset ``base``).
     """
-    canonical.validate_name(name)
-    if name in EMBEDDED or name.startswith("beir/"):
+    if name in EMBEDDED:
         raise InputError(f"dataset name {name!r} is reserved; choose another name")
+    if isinstance(name, str) and name.startswith("beir/"):
+        raise InputError(f"dataset name {name!r} is reserved for the BEIR catalog; choose a name without '/'")
+    store.check_import_name(name)
+    if fmt not in FORMATS:
+        raise UnknownNameError(f"unknown import format {fmt!r}; valid formats: {', '.join(FORMATS)}")
+    if split is not None:
+        store.check_split(split)
     path = Path(path)
     if not path.exists():
         raise InputError("no such file or folder", path=str(path))
-    source: dict[str, Any] = {"kind": fmt, "location": str(path.resolve())}
-    if fmt == "msmarco":
-        canonical.write_corpus(name, msmarco.corpus_writer_for(path), source)
-        return canonical.write_split(name, msmarco.read_split(path, split), source)
-    split = split or "test"
-    if fmt == "beir":
-        return _import_beir(path, name, split, source)
-    if fmt in ("jsonl", "csv", "parquet"):
-        files = custom.TableFiles.find(path, fmt)
-        canonical.write_corpus(name, custom.corpus_writer_for(files.corpus, mapping or {}), source)
-        return canonical.write_split(name, custom.read_split(files, split, mapping or {}), source)
-    if fmt == "zbench":
-        parsed = custom.read_zbench(path, grade_thresholds=grade_thresholds)
-        canonical.write_corpus(name, parsed.write_corpus, {**source, "grading": parsed.grading})
-        return canonical.write_split(
-            name,
-            parsed.split(split),
-            {**source, "grading": parsed.grading},
-            candidates=parsed.candidates if parsed.unjudged else None,
+    if fmt in _FILE_FORMATS and path.is_dir():
+        raise InputError(f"is a folder; --format {fmt} reads one file", path=str(path))
+    if fmt in _FOLDER_FORMATS and not path.is_dir():
+        raise InputError(
+            f"is a file; --format {fmt} reads a folder (see irflow datasets import --help)", path=str(path)
         )
+    base_dataset = None
     if fmt == "trec-qrels":
         if not base:
             raise InputError(
                 "--format trec-qrels needs --base NAME: the dataset whose corpus and queries the judgements refer to"
             )
-        return custom.import_qrels(path, name, load_dataset(base), split, source)
-    raise UnknownNameError(f"unknown import format {fmt!r}; valid formats: {', '.join(FORMATS)}")
+        base_dataset = load_dataset(base)  # read before this name's lock: base may be this very name
+    source: dict[str, Any] = {"kind": fmt, "location": str(path.resolve())}
+    build = _import_builder(path, fmt, name, split, source, mapping or {}, grade_thresholds, base_dataset)
+    with store.building(name):
+        manifests = store.publish(name, build)
+    wanted = split or (msmarco.DEFAULT_SPLIT if fmt == "msmarco" else "test")
+    return manifests[wanted] if wanted in manifests else next(iter(manifests.values()))
 
 
-def _import_beir(path: Path, name: str, split: str, source: dict[str, Any]) -> dict[str, Any]:
+def _import_builder(
+    path: Path,
+    fmt: str,
+    name: str,
+    split: str | None,
+    source: dict[str, Any],
+    mapping: dict[str, str],
+    grade_thresholds: tuple[float, ...] | None,
+    base: Dataset | None,
+) -> Callable[[Path], dict[str, dict[str, Any]]]:
+    """The function that reads ``path`` and builds the dataset into a folder (see :func:`import_dataset`)."""
+
+    def build(folder: Path) -> dict[str, dict[str, Any]]:
+        if fmt == "msmarco":
+            splits = [msmarco.read_split(path, split)]
+            return canonical.build_dataset(folder, name, msmarco.corpus_source(path), splits, source)
+        wanted = split or "test"
+        if fmt == "beir":
+            return _build_beir(folder, path, name, wanted, source, explicit=split is not None)
+        if fmt in ("jsonl", "csv", "parquet"):
+            files = custom.TableFiles.find(path, fmt)
+            splits = [custom.read_split(files, wanted, mapping)]
+            return canonical.build_dataset(folder, name, custom.corpus_source(files.corpus, mapping), splits, source)
+        if fmt == "zbench":
+            parsed = custom.read_zbench(path, grade_thresholds=grade_thresholds)
+            graded = {**source, "grading": parsed.grading}
+            return canonical.build_dataset(folder, name, parsed.corpus_source(), [parsed.split(wanted)], graded)
+        assert base is not None
+        corpus, split_source, provenance = custom.qrels_over_base(path, base, wanted)
+        return canonical.build_dataset(folder, name, corpus, [split_source], {**source, **provenance})
+
+    return build
+
+
+def _build_beir(
+    folder: Path, path: Path, name: str, split: str, source: dict[str, Any], *, explicit: bool
+) -> dict[str, dict[str, Any]]:
+    """A BEIR folder or zip: every split, the requested one first (so a missing one fails before any work)."""
+
+    def from_root(root: Path) -> dict[str, dict[str, Any]]:
+        available = beir.available_splits(root)
+        if split not in available:
+            raise UnknownNameError(
+                f"no split {split!r} in {root}: available splits: {', '.join(available) or 'none'}"
+                + ("" if explicit else " (choose one with --split)")
+            )
+        order = [split, *(s for s in available if s != split)]
+        return canonical.build_dataset(folder, name, beir.corpus_source(root), beir.read_splits(root, order), source)
+
     if path.is_file():
-        folder = canonical.store_dir(name).parent / f".{Path(name).name}.unzipped"
-        beir.safe_extract(path, folder)
-        try:
-            return _import_beir_folder(beir.beir_root(folder), name, split, source)
-        finally:
-            import shutil
-
-            shutil.rmtree(folder, ignore_errors=True)
-    return _import_beir_folder(beir.beir_root(path), name, split, source)
-
-
-def _import_beir_folder(root: Path, name: str, split: str, source: dict[str, Any]) -> dict[str, Any]:
-    canonical.write_corpus(name, beir.corpus_writer_for(root), source)
-    manifest = canonical.write_split(name, beir.read_split(root, split), source)
-    for other in beir.available_splits(root):
-        if other != split:
-            canonical.write_split(name, beir.read_split(root, other), source)
-    return manifest
+        with store.work_dir(name) as work:
+            beir.extract_into(path, work)
+            return from_root(beir.beir_root(beir.unpacked_top(work)))
+    return from_root(beir.beir_root(path))
 
 
 def list_datasets() -> list[dict[str, Any]]:
     """Every known dataset: embedded, BEIR catalog and imported, with the splits already stored."""
     rows = []
     for name in EMBEDDED:
-        rows.append({"name": name, "kind": "embedded", "stored": canonical.stored_splits(name)})
-    for name, item in beir.catalog().items():
-        rows.append(
-            {"name": name, "kind": "beir", "splits": list(item.splits), "stored": canonical.stored_splits(name)}
-        )
+        rows.append({"name": name, "kind": "embedded", "stored": store.stored_splits(name)})
+    catalog = beir.catalog()
+    for name, item in catalog.items():
+        rows.append({"name": name, "kind": "beir", "splits": list(item.splits), "stored": store.stored_splits(name)})
     known = {r["name"] for r in rows}
-    for name in canonical.stored_names():
+    for name in store.stored_names(list(catalog)):
         if name not in known:
-            rows.append({"name": name, "kind": "imported", "stored": canonical.stored_splits(name)})
+            rows.append({"name": name, "kind": "imported", "stored": store.stored_splits(name)})
     return rows
 
 
 def dataset_info(name: str, split: str | None = None) -> dict[str, Any]:
     """The manifest of a dataset split (ingesting it first if needed; a stored split is not loaded)."""
-    split = split or default_split(name)
-    if canonical.has_split(name, split) and name not in EMBEDDED:
-        return canonical.read_manifest(name, split)
+    split = store.check_split(split or default_split(name))
+    if name not in EMBEDDED and not name.startswith("beir/"):
+        check_name(name)
+        with store.reading(name):
+            return store.read_manifest(name, split)
+    with store.reading(name):
+        if store.has_split(name, split) and name not in EMBEDDED:
+            return store.read_manifest(name, split)
     return dict(load_dataset(name, split).manifest)

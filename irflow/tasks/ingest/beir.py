@@ -2,12 +2,23 @@
 
 A BEIR dataset is a folder (or a zip of one) holding ``corpus.jsonl``, ``queries.jsonl`` and
 ``qrels/<split>.tsv``. Downloads stream from ``IRFLOW_BEIR_BASE_URL`` (default: the official
-location) into a temporary file, are verified, and only then renamed into the cache; a partial
-or mismatching download is never kept. Checksums, in order of precedence:
+location) into an owned ``.part`` file and are renamed into ``<cache>/downloads/beir/`` only once
+checked. Who vouches for what (``datasets/beir.json``):
 
-1. ``<base>/SHA256SUMS`` when the server publishes one (a mirror vouching for its own files);
-2. the md5 BEIR publishes for the official archive (``datasets/beir.json``);
-3. otherwise the sha256 seen on first download is recorded and later downloads must match it.
+1. **Content pins** (``members``: the sha256 of each file irflow reads): the archive is accepted
+   whatever its container bytes (a repackaged zip with identical members passes) and refused
+   when any pinned member differs. A mirror cannot forge these: they ship inside irflow.
+2. Otherwise the **md5 BEIR publishes** for the official archive must match, and the archive's
+   sha256 is **recorded on first download** (trust on first use, said on stderr and in the
+   manifest); later downloads must match the record.
+3. An entry with neither (none in the catalog today) is trusted on first download alone.
+
+A mirror's ``<base>/SHA256SUMS`` only detects a corrupted transfer: a mismatch fails the
+download, a match vouches for nothing.
+
+Extraction refuses absolute paths, ``..``, links, encrypted or damaged members, and archives that
+expand past ``IRFLOW_MAX_EXTRACT_BYTES`` (default 32 GiB) or more than ``IRFLOW_MAX_EXTRACT_RATIO``
+(default 100) times their own size once past 64 MiB, counting the bytes actually written.
 """
 
 from __future__ import annotations
@@ -17,27 +28,35 @@ import json
 import logging
 import os
 import re
-import shutil
 import stat
-import tempfile
 import time
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Callable
-from dataclasses import dataclass
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from irflow.tasks.atomic import write_json
+from irflow.tasks.atomic import clean_stale, file_lock, publish_dir, temp_name, write_json
 from irflow.tasks.config import beir_base_url, cache_dir, package_data
-from irflow.tasks.ingest.canonical import CorpusWriter, SplitSource
+from irflow.tasks.ingest.canonical import CorpusSource, DocRecord, SplitSource
 from irflow.tasks.ingest.readers import iter_jsonl, read_qrels, require_id, require_text
 from irflow.tasks.schema import DownloadError, InputError, UnknownNameError
 
 log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
+
+
+class _Incomplete(DownloadError):
+    """A transfer that ended early: worth another attempt."""
+
+
+DEFAULT_MAX_EXTRACT_BYTES = 32 << 30
+DEFAULT_MAX_EXTRACT_RATIO = 100.0
+RATIO_FLOOR_BYTES = 64 << 20
 
 
 # ----------------------------------------------------------------------------- catalog
@@ -54,6 +73,7 @@ class BeirEntry:
     splits: tuple[str, ...]
     default_split: str
     ignore_identical_ids: bool
+    members: dict[str, str] = field(default_factory=dict)  # content pins: path in the unpacked folder -> sha256
 
 
 def catalog() -> dict[str, BeirEntry]:
@@ -61,16 +81,18 @@ def catalog() -> dict[str, BeirEntry]:
     raw = json.loads(package_data("datasets", "beir.json").read_text())["datasets"]
     entries: dict[str, BeirEntry] = {}
     for archive, spec in raw.items():
-        common = dict(
-            archive=archive,
-            md5=spec.get("md5"),
-            splits=tuple(spec["splits"]),
-            default_split=spec.get("default_split", "test"),
-            ignore_identical_ids=bool(spec.get("ignore_identical_ids", False)),
-        )
         for subset in spec.get("subsets") or [None]:
             name = f"beir/{archive}" + (f"/{subset}" if subset else "")
-            entries[name] = BeirEntry(name=name, subset=subset, **common)
+            entries[name] = BeirEntry(
+                name=name,
+                archive=archive,
+                subset=subset,
+                md5=spec.get("md5"),
+                splits=tuple(spec["splits"]),
+                default_split=spec.get("default_split", "test"),
+                ignore_identical_ids=bool(spec.get("ignore_identical_ids", False)),
+                members=dict(spec.get("members") or {}),
+            )
     return entries
 
 
@@ -103,24 +125,43 @@ def published_sha256(base: str, filename: str) -> str | None:
     return None
 
 
+def file_checksums(path: Path) -> dict[str, str]:
+    """md5 and sha256 of a file, streamed."""
+    h_md5, h_sha = hashlib.md5(), hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(CHUNK):
+            h_md5.update(chunk)
+            h_sha.update(chunk)
+    return {"md5": h_md5.hexdigest(), "sha256": h_sha.hexdigest()}
+
+
 def download(
-    url: str, dest: Path, *, md5: str | None = None, sha256: str | None = None, retries: int = 3, backoff: float = 1.0
+    url: str,
+    dest: Path,
+    *,
+    md5: str | None = None,
+    sha256: str | None = None,
+    check: Callable[[dict[str, str]], None] | None = None,
+    retries: int = 3,
+    backoff: float = 1.0,
 ) -> dict[str, str]:
     """Stream ``url`` to ``dest`` with a progress bar and retries; verify, then rename into place.
 
-    Returns the md5 and sha256 of what was written. A short read, a network failure after the
-    last retry, or a checksum mismatch raises :class:`DownloadError` and leaves nothing at ``dest``.
+    ``md5``/``sha256`` are expected checksums; ``check(got)`` may raise :class:`DownloadError` for
+    any other rule. Returns the md5 and sha256 of what was written. A short read, a network failure
+    after the last retry, or a failed check raises :class:`DownloadError` and leaves nothing at
+    ``dest`` (the ``.part`` file is removed; those of killed downloads are cleaned here too).
     """
     from tqdm import tqdm
 
     dest.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale(dest.parent)
     last_error: Exception | None = None
     for attempt in range(1, retries + 1):
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-        tmp = Path(tmp_name)
+        tmp = dest.parent / temp_name(dest.name, "part")
         try:
             h_md5, h_sha = hashlib.md5(), hashlib.sha256()
-            with os.fdopen(fd, "wb") as out, _open(url) as resp:
+            with open(tmp, "wb") as out, _open(url) as resp:
                 total = resp.headers.get("Content-Length")
                 total = int(total) if total and total.isdigit() else None
                 received = 0
@@ -132,7 +173,7 @@ def download(
                         received += len(chunk)
                         bar.update(len(chunk))
                 if total is not None and received != total:
-                    raise DownloadError(f"incomplete download of {url}: got {received} of {total} bytes")
+                    raise _Incomplete(f"incomplete download of {url}: got {received} of {total} bytes")
                 out.flush()
                 os.fsync(out.fileno())
             got = {"md5": h_md5.hexdigest(), "sha256": h_sha.hexdigest()}
@@ -141,11 +182,11 @@ def download(
                     raise DownloadError(
                         f"checksum mismatch for {url}: {algo} {got[algo]}, expected {expected}; nothing was cached"
                     )
+            if check is not None:
+                check(got)
             os.replace(tmp, dest)
             return got
-        except DownloadError as err:
-            if "checksum mismatch" in str(err):
-                raise
+        except _Incomplete as err:
             last_error = err
         except urllib.error.HTTPError as err:
             if err.code < 500 and err.code != 429:
@@ -164,77 +205,211 @@ def download(
 # ----------------------------------------------------------------------------- extraction
 
 
-def safe_extract(zip_path: Path, dest: Path) -> None:
-    """Extract ``zip_path`` into a new folder ``dest``, refusing absolute paths, ``..`` and links.
+def _env_number(name: str, default: float) -> float:
+    """A positive number from the environment; K, M, G, T suffixes are binary units (``20G``)."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGTkmgt]?)(?:i?[Bb])?", value)
+    if not match or float(match[1]) <= 0:
+        raise InputError(f"{name}={value!r}: expected a positive number, optionally with K, M, G or T (binary units)")
+    return float(match[1]) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[match[2].upper()]
 
-    Every member is checked before anything is written; the folder appears by one rename.
+
+def extract_limits() -> tuple[int, float]:
+    """``(max bytes, max ratio)`` for extraction, from ``IRFLOW_MAX_EXTRACT_BYTES`` / ``IRFLOW_MAX_EXTRACT_RATIO``."""
+    return int(_env_number("IRFLOW_MAX_EXTRACT_BYTES", DEFAULT_MAX_EXTRACT_BYTES)), _env_number(
+        "IRFLOW_MAX_EXTRACT_RATIO", DEFAULT_MAX_EXTRACT_RATIO
+    )
+
+
+def _check_members(zip_path: Path, members: list[zipfile.ZipInfo]) -> None:
+    for info in members:
+        name = info.filename.replace("\\", "/")
+        parts = PurePosixPath(name).parts
+        if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+            raise InputError(f"refusing zip member with an absolute path: {info.filename!r}", path=str(zip_path))
+        if ".." in parts:
+            raise InputError(f"refusing zip member that escapes the folder: {info.filename!r}", path=str(zip_path))
+        if stat.S_ISLNK(info.external_attr >> 16):
+            raise InputError(f"refusing zip member that is a link: {info.filename!r}", path=str(zip_path))
+        if info.flag_bits & 0x1:
+            raise InputError(
+                f"zip member {info.filename!r} is encrypted; expected an unencrypted archive", path=str(zip_path)
+            )
+
+
+def extract_into(zip_path: Path, dest: Path) -> dict[str, str]:
+    """Extract ``zip_path`` into the empty folder ``dest``; returns the sha256 of each file by relative path.
+
+    Members are checked (see :func:`safe_extract`) before anything is written, and the bytes
+    actually written are counted against :func:`extract_limits` as they are written (header sizes
+    are not trusted). A damaged member raises :class:`InputError` naming it.
     """
+    max_bytes, max_ratio = extract_limits()
     try:
         archive = zipfile.ZipFile(zip_path)
-    except zipfile.BadZipFile:
-        raise InputError("not a valid zip archive", path=str(zip_path)) from None
+    except (zipfile.BadZipFile, OSError) as err:
+        raise InputError(f"not a valid zip archive ({err})", path=str(zip_path)) from None
+    size = max(zip_path.stat().st_size, 1)
+    digests: dict[str, str] = {}
+    written = 0
     with archive:
         members = archive.infolist()
+        _check_members(zip_path, members)
+        root = dest.resolve()
         for info in members:
-            name = info.filename.replace("\\", "/")
-            parts = PurePosixPath(name).parts
-            if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
-                raise InputError(f"refusing zip member with an absolute path: {info.filename!r}", path=str(zip_path))
-            if ".." in parts:
-                raise InputError(f"refusing zip member that escapes the folder: {info.filename!r}", path=str(zip_path))
-            if stat.S_ISLNK(info.external_attr >> 16):
-                raise InputError(f"refusing zip member that is a link: {info.filename!r}", path=str(zip_path))
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
-        try:
-            root = tmp.resolve()
-            for info in members:
-                target = (tmp / info.filename.replace("\\", "/")).resolve()
-                if root not in target.parents and target != root:
-                    raise InputError(f"refusing zip member outside the folder: {info.filename!r}", path=str(zip_path))
-                if info.is_dir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
+            target = (dest / info.filename.replace("\\", "/")).resolve()
+            if root not in target.parents and target != root:
+                raise InputError(f"refusing zip member outside the folder: {info.filename!r}", path=str(zip_path))
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            digest = hashlib.sha256()
+            try:
                 with archive.open(info) as src, open(target, "wb") as out:
-                    shutil.copyfileobj(src, out, CHUNK)
-            if dest.exists():
-                shutil.rmtree(dest)
-            os.replace(tmp, dest)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+                    while chunk := src.read(CHUNK):
+                        written += len(chunk)
+                        if written > max_bytes or (written > RATIO_FLOOR_BYTES and written > max_ratio * size):
+                            raise InputError(
+                                f"refusing archive that expands past {written:,} bytes at member {info.filename!r} "
+                                f"(limits: {max_bytes:,} bytes, IRFLOW_MAX_EXTRACT_BYTES; {max_ratio:g} times the "
+                                f"{size:,}-byte archive past {RATIO_FLOOR_BYTES >> 20} MiB, IRFLOW_MAX_EXTRACT_RATIO)",
+                                path=str(zip_path),
+                            )
+                        digest.update(chunk)
+                        out.write(chunk)
+            except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError) as err:
+                raise InputError(
+                    f"damaged zip member {info.filename!r} ({err}); expected a readable archive", path=str(zip_path)
+                ) from None
+            digests[target.relative_to(root).as_posix()] = digest.hexdigest()
+    return digests
 
 
-def fetch_archive(archive: str, md5: str | None) -> tuple[Path, dict[str, Any]]:
-    """Make sure ``<archive>.zip`` is downloaded, verified and extracted; return the folder and provenance.
+def safe_extract(zip_path: Path, dest: Path) -> dict[str, str]:
+    """Extract ``zip_path`` into the folder ``dest`` (replacing it), refusing absolute paths, ``..``,
+    links, encrypted or damaged members and zip bombs; returns each file's sha256 (see :func:`extract_into`).
 
-    With the folder already extracted, no network request is made.
+    The folder appears by one rename once every member is written; a failure leaves nothing.
+    """
+    with publish_dir(dest, replace=True) as tmp:
+        return extract_into(zip_path, tmp)
+
+
+def unpacked_top(folder: Path) -> Path:
+    """The folder an archive unpacked to: ``folder`` itself or its only subfolder (hidden and ``__`` ones aside)."""
+    entries = [p for p in folder.iterdir() if not p.name.startswith((".", "__"))]
+    if len(entries) == 1 and entries[0].is_dir():
+        return entries[0]
+    return folder
+
+
+def check_pins(item: BeirEntry, digests: dict[str, str], url: str) -> None:
+    """Every pinned member is present with its pinned sha256, else :class:`DownloadError` (whatever SHA256SUMS says)."""
+    for rel, expected in sorted(item.members.items()):
+        got = digests.get(rel)
+        if got is None:
+            raise DownloadError(
+                f"{url}: {rel} is missing from the archive; irflow's catalog pins it (sha256 {expected}); "
+                "nothing was stored"
+            )
+        if got != expected:
+            raise DownloadError(
+                f"{url}: {rel} does not match the content pinned in irflow's catalog: sha256 {got}, expected "
+                f"{expected}. The archive was altered (a mirror's SHA256SUMS cannot vouch for it); nothing was stored"
+            )
+
+
+def fetch_archive(item: BeirEntry, work: Path) -> tuple[Path, dict[str, Any]]:
+    """Download (or reuse) ``item``'s verified zip, extract it into ``work`` and check its content pins.
+
+    Returns the BEIR folder of ``item`` and the provenance record for the manifest. A checksum or
+    pin failure raises :class:`DownloadError`; the zip is then not kept in the download cache.
     """
     base = beir_base_url()
-    folder = cache_dir() / "raw" / "beir" / archive
-    record_path = folder.parent / f"{archive}.source.json"
-    if folder.is_dir() and record_path.is_file():
-        return folder, json.loads(record_path.read_text())
-    url = f"{base}/{archive}.zip"
-    zip_path = cache_dir() / "downloads" / "beir" / f"{archive}.zip"
-    trusted = _trusted_checksums()
-    sha256 = published_sha256(base, f"{archive}.zip")
-    if sha256:
-        verified, expect = f"sha256 listed in {base}/SHA256SUMS", {"sha256": sha256}
-    elif md5:
-        verified, expect = "md5 published by BEIR", {"md5": md5}
-    elif archive in trusted:
-        verified, expect = "sha256 recorded on first download", {"sha256": trusted[archive]}
+    url = f"{base}/{item.archive}.zip"
+    zip_path = cache_dir() / "downloads" / "beir" / f"{item.archive}.zip"
+
+    mirror_sha256 = None
+
+    def check(got: dict[str, str]) -> None:
+        if mirror_sha256 and got["sha256"] != mirror_sha256:
+            raise DownloadError(
+                f"checksum mismatch for {url}: sha256 {got['sha256']}, expected {mirror_sha256} (listed in the "
+                "mirror's SHA256SUMS: a corrupted transfer?); nothing was cached"
+            )
+        if item.members:
+            return  # the content pins decide, at extraction
+        if item.md5 and got["md5"] != item.md5:
+            raise DownloadError(
+                f"checksum mismatch for {url}: md5 {got['md5']}, expected {item.md5} (published by BEIR); "
+                "nothing was cached"
+            )
+        recorded = _trusted_checksums().get(item.archive)
+        if recorded and got["sha256"] != recorded:
+            raise DownloadError(
+                f"checksum mismatch for {url}: sha256 {got['sha256']}, expected {recorded} (recorded on first "
+                f"download in {_trusted_path()}); nothing was cached"
+            )
+
+    got = None
+    if zip_path.is_file():
+        got = file_checksums(zip_path)
+        try:
+            check(got)
+        except DownloadError:
+            log.warning("cached %s fails its checksum; downloading it again", zip_path)
+            zip_path.unlink(missing_ok=True)
+            got = None
+    if got is None:
+        mirror_sha256 = published_sha256(base, f"{item.archive}.zip")
+        got = download(url, zip_path, check=check)
+    try:
+        digests = extract_into(zip_path, work)
+        top = unpacked_top(work)
+        prefix = "" if top == work else top.relative_to(work).as_posix() + "/"
+        if item.members:
+            check_pins(item, {k[len(prefix) :]: v for k, v in digests.items() if k.startswith(prefix)}, url)
+    except (DownloadError, InputError) as err:
+        zip_path.unlink(missing_ok=True)
+        if isinstance(err, DownloadError):
+            raise
+        raise DownloadError(f"{url}: the downloaded archive is unusable: {err}; nothing was stored") from None
+    if item.members:
+        verified = f"content pinned in irflow's catalog: sha256 of {', '.join(sorted(item.members))}"
+    elif item.md5:
+        verified = "md5 published by BEIR"
     else:
-        verified, expect = "none published: sha256 recorded on first download", {}
-    got = download(url, zip_path, **expect)
-    if not expect:
-        log.warning("no published checksum for %s; recorded sha256 %s on first download", url, got["sha256"])
-        write_json(_trusted_path(), {**trusted, archive: got["sha256"]})
-    safe_extract(zip_path, folder)
-    record = {"kind": "beir", "location": url, "md5": got["md5"], "sha256": got["sha256"], "verified": verified}
-    write_json(record_path, record)
-    return folder, record
+        verified = "none published"
+    if not item.members:
+        verified += _trust_on_first_download(item.archive, got["sha256"], url)
+    record = {
+        "kind": "beir",
+        "location": url,
+        "md5": got["md5"],
+        "sha256": got["sha256"],
+        "official_archive": bool(item.md5) and got["md5"] == item.md5,
+        "verified": verified,
+    }
+    return beir_root(top / item.subset if item.subset else top), record
+
+
+def _trust_on_first_download(archive: str, sha256: str, url: str) -> str:
+    """Record ``sha256`` for ``archive`` unless recorded; returns the words for the manifest's ``verified``."""
+    with file_lock(_trusted_path().with_suffix(".lock")):
+        trusted = _trusted_checksums()
+        if trusted.get(archive) == sha256:
+            return "; sha256 matches the one recorded on first download"
+        log.warning(
+            "%s: irflow's catalog pins no content for it; trusting it on first download and recording sha256 %s in %s",
+            url,
+            sha256,
+            _trusted_path(),
+        )
+        write_json(_trusted_path(), {**trusted, archive: sha256})
+    return "; sha256 recorded on first download (no content pin in the catalog)"
 
 
 def _trusted_path() -> Path:
@@ -260,28 +435,29 @@ def beir_root(path: Path) -> Path:
 
 
 def available_splits(root: Path) -> list[str]:
-    return sorted(p.stem for p in (root / "qrels").glob("*.tsv"))
+    return sorted(p.stem for p in (root / "qrels").glob("*.tsv") if not p.name.startswith("."))
 
 
-def corpus_writer_for(root: Path) -> Callable[[CorpusWriter], None]:
-    """A function that streams ``root/corpus.jsonl`` into a :class:`CorpusWriter`."""
+def corpus_source(root: Path) -> CorpusSource:
+    """The documents of ``root/corpus.jsonl``, streamed."""
     path = root / "corpus.jsonl"
+    if not path.is_file():
+        raise InputError("missing corpus file; expected corpus.jsonl", path=str(path))
 
-    def write(writer: CorpusWriter) -> None:
-        if not path.is_file():
-            raise InputError("missing corpus file; expected corpus.jsonl", path=str(path))
+    def records() -> Iterator[DocRecord]:
         for line, obj in iter_jsonl(path):
             metadata = obj.get("metadata")
             if metadata is not None and not isinstance(metadata, dict):
                 raise InputError("field 'metadata' must be a JSON object", path=str(path), line=line)
-            writer.add(
+            yield (
                 require_id(obj, "_id", path, line),
                 require_text(obj, "title", path, line, required=False),
                 require_text(obj, "text", path, line),
                 metadata,
+                line,
             )
 
-    return write
+    return CorpusSource(str(path), records())
 
 
 def read_split(root: Path, split: str) -> SplitSource:
@@ -314,3 +490,9 @@ def read_split(root: Path, split: str) -> SplitSource:
         queries_source=str(queries_path),
         qrels_source=str(qrels_path),
     )
+
+
+def read_splits(root: Path, splits: list[str]) -> Iterator[SplitSource]:
+    """Each split in turn (read only when the builder asks for it)."""
+    for split in splits:
+        yield read_split(root, split)

@@ -1,16 +1,24 @@
-"""The canonical dataset store: build, validate, fingerprint, write atomically, load.
+"""The canonical dataset builder: check every record, fingerprint, write the tables into a folder.
 
-Layout under ``<cache>/datasets/<name>/`` (one corpus per dataset, one folder per split)::
+Ingestion runs one way: a source reader yields records (each with its file and line) → this
+module checks them and writes every table into a temporary folder → ``store.publish`` renames
+the folder into the store. Nothing here knows where the store is.
+
+Layout of a built dataset folder (one corpus, one folder per split)::
 
     corpus.parquet   doc_id, title, text, metadata columns...
-    corpus.json      row count, content digest, metadata columns
+    corpus.json      row count, content digest, metadata columns, source
     <split>/queries.parquet   query_id, text, metadata columns...   (judged queries of the split)
     <split>/qrels.parquet     query_id, doc_id, relevance
     <split>/manifest.json     source, split, counts, grades, fingerprint, irflow version, ...
 
-A dataset folder, and each split folder, appears by one rename of a finished temporary folder,
-so a reader never sees a half-written dataset. The corpus is streamed to Parquet in batches:
-an 8.8M-passage collection never becomes Python objects all at once.
+The corpus is streamed to Parquet in batches: an 8.8M-passage collection never becomes Python
+objects all at once.
+
+Checks: ids and texts are strings of valid Unicode (a lone surrogate such as ``"\\ud800"`` is an
+error naming its file and line), document and query ids are unique, every grade is an integer
+from :data:`MIN_GRADE` to :data:`MAX_GRADE`, and each split keeps at least one judgement of a known
+query and document. Judgements of unknown queries or documents are counted and dropped.
 
 Fingerprint: an order-independent sha256 over the rows of the three tables (each row hashed,
 digests summed mod 2^256, then hashed with the table names and counts). Two ingestions of the
@@ -23,11 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import re
-import shutil
-import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,14 +39,25 @@ from typing import Any
 import pandas as pd
 
 from irflow.tasks.atomic import write_json
-from irflow.tasks.config import cache_dir, irflow_version
-from irflow.tasks.schema import Dataset, InputError, UnknownNameError
+from irflow.tasks.config import irflow_version
+from irflow.tasks.ingest.store import check_split
+from irflow.tasks.schema import InputError
 
 log = logging.getLogger(__name__)
 
 BATCH_ROWS = 50_000
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
+MIN_GRADE = 0
+MAX_GRADE = 1000
+"""Grades are integers from 0 (judged not relevant) to 1000. BEIR, MS MARCO and zELO grades are 0–3;
+trec_eval reads negative grades (TREC's -1, -2) as not relevant, so map those to 0 before import."""
 _REQUIRED = {"corpus": ("doc_id", "title", "text"), "queries": ("query_id", "text")}
+
+DocRecord = tuple[str, str, str, dict[str, Any] | None, int]
+"""``(doc_id, title, text, metadata, line)`` as a reader yields it."""
+QueryRecord = tuple[str, str, dict[str, Any] | None, int]
+"""``(query_id, text, metadata, line)``."""
+QrelRow = tuple[str, str, int, int]
+"""``(query_id, doc_id, grade, line)``."""
 
 
 # ----------------------------------------------------------------------------- fingerprint
@@ -56,7 +71,8 @@ class ContentDigest:
         self.rows = 0
 
     def add(self, values: Iterable[str]) -> None:
-        row = "\x1f".join(values).encode("utf-8", "surrogatepass")
+        """Add one row; raises ``UnicodeEncodeError`` for text that is not valid Unicode (a lone surrogate)."""
+        row = "\x1f".join(values).encode("utf-8")
         self.total = (self.total + int.from_bytes(hashlib.sha256(row).digest(), "big")) & ((1 << 256) - 1)
         self.rows += 1
 
@@ -92,6 +108,22 @@ def is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
+def unicode_error(fields: dict[str, Any], path: str, line: int | None) -> InputError:
+    """The error for a record whose text cannot be stored as UTF-8: names the field and the character."""
+    for name, value in fields.items():
+        text = value if isinstance(value, str) else _metadata_json(value)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            return InputError(
+                f"field {name!r} holds a lone surrogate U+{ord(text[err.start]):04X} at character {err.start}; "
+                "expected valid Unicode text (a JSON \\ud800-\\udfff escape must be half of a pair)",
+                path=path,
+                line=line,
+            )
+    return InputError("text is not valid Unicode", path=path, line=line)
+
+
 # ----------------------------------------------------------------------------- corpus
 
 
@@ -119,10 +151,16 @@ class CorpusWriter:
         self._metadata: list[tuple[int, dict[str, Any]]] = []
         self._writer: Any = None
 
-    def add(self, doc_id: str, title: str, text: str, metadata: dict[str, Any] | None = None) -> None:
+    def add(
+        self, doc_id: str, title: str, text: str, metadata: dict[str, Any] | None = None, line: int | None = None
+    ) -> None:
+        try:
+            self.digest.add((doc_id, title, text, _metadata_json(metadata)))
+        except UnicodeEncodeError:
+            fields = {"_id": doc_id, "title": title, "text": text, "metadata": metadata or {}}
+            raise unicode_error(fields, self.source, line) from None
         if metadata:
-            self._metadata.append((self.digest.rows, metadata))
-        self.digest.add((doc_id, title, text, _metadata_json(metadata)))
+            self._metadata.append((self.digest.rows - 1, metadata))
         self._ids.append(doc_id)
         self._titles.append(title)
         self._texts.append(text)
@@ -182,7 +220,7 @@ def _metadata_frame(rows: list[tuple[int, dict[str, Any]]], n: int, reserved: se
     index = [i for i, _ in rows]
     keys = set().union(*(m.keys() for _, m in rows))
     if len(keys) > MAX_METADATA_COLUMNS:
-        column = [None] * n
+        column: list[str | None] = [None] * n
         for i, m in rows:
             column[i] = _metadata_json(m)
         return pd.DataFrame({"metadata": pd.array(column, dtype="str")})
@@ -203,13 +241,17 @@ def _metadata_frame(rows: list[tuple[int, dict[str, Any]]], n: int, reserved: se
 # ----------------------------------------------------------------------------- queries and qrels
 
 
-def queries_frame(records: list[tuple[str, str, dict[str, Any] | None, int]], source: str) -> pd.DataFrame:
+def queries_frame(records: Sequence[QueryRecord], source: str) -> pd.DataFrame:
     """Queries ``(query_id, text, metadata, line)`` as a table; a duplicate id is an error naming both lines."""
     seen: dict[str, int] = {}
-    for qid, _, _, line in records:
+    for qid, text, meta, line in records:
         if qid in seen:
             raise InputError(f"duplicate query id {qid!r} (first seen on line {seen[qid]})", path=source, line=line)
         seen[qid] = line
+        try:
+            (qid + text + (_metadata_json(meta) if meta else "")).encode("utf-8")
+        except UnicodeEncodeError:
+            raise unicode_error({"_id": qid, "text": text, "metadata": meta or {}}, source, line) from None
     frame = pd.DataFrame(
         {
             "query_id": pd.array([r[0] for r in records], dtype="str"),
@@ -246,14 +288,34 @@ class QrelsReport:
         }
 
 
+def check_grade(grade: Any, path: str, line: int | None) -> int:
+    """``grade`` as an int if it is an integer from MIN_GRADE to MAX_GRADE (not a bool); else InputError."""
+    if isinstance(grade, bool) or not isinstance(grade, int):
+        raise InputError(
+            f"relevance grade {grade!r} is not an integer; expected an integer from {MIN_GRADE} to {MAX_GRADE}",
+            path=path,
+            line=line,
+        )
+    if not MIN_GRADE <= grade <= MAX_GRADE:
+        shown = str(grade) if abs(grade) < 10**12 else f"{str(grade)[:8]}... ({len(str(abs(grade)))} digits)"
+        hint = " (trec_eval reads negative grades as not relevant: use 0)" if grade < 0 else ""
+        raise InputError(
+            f"relevance grade {shown} is out of range; expected an integer from {MIN_GRADE} "
+            f"(judged not relevant) to {MAX_GRADE}{hint}",
+            path=path,
+            line=line,
+        )
+    return grade
+
+
 def clean_qrels(
-    rows: list[tuple[str, str, int, int]], query_ids: pd.Series, corpus_path: Path, source: str
+    rows: Sequence[QrelRow], query_ids: pd.Series, corpus_path: Path, source: str
 ) -> tuple[pd.DataFrame, QrelsReport]:
     """Validate judgements against the queries and the corpus.
 
-    Exact duplicate lines are dropped and counted; the same pair with two different grades is an
-    error naming both lines; judgements of unknown queries or documents are counted, reported
-    and dropped.
+    Every grade must pass :func:`check_grade`. Exact duplicate lines are dropped and counted; the
+    same pair with two different grades is an error naming both lines; judgements of unknown
+    queries or documents are counted, reported and dropped.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -263,6 +325,11 @@ def clean_qrels(
     first: dict[tuple[str, str], tuple[int, int]] = {}
     kept: list[tuple[str, str, int]] = []
     for qid, did, grade, line in rows:
+        check_grade(grade, source, line)
+        try:
+            (qid + did).encode("utf-8")
+        except UnicodeEncodeError:
+            raise unicode_error({"query_id": qid, "doc_id": did}, source, line) from None
         prev = first.get((qid, did))
         if prev is not None:
             if prev[0] != grade:
@@ -302,115 +369,88 @@ def clean_qrels(
     return frame[known_query & known_doc].reset_index(drop=True), report
 
 
-# ----------------------------------------------------------------------------- store
+# ----------------------------------------------------------------------------- build
 
 
-def validate_name(name: str) -> str:
-    if not _NAME_RE.match(name) or ".." in name.split("/"):
-        raise InputError(
-            f"invalid dataset name {name!r}: use letters, digits, '.', '_', '-' and '/' "
-            "separated parts, e.g. 'my-docs' or 'beir/scifact'"
-        )
-    return name
+@dataclass
+class CorpusSource:
+    """The documents of a dataset as a reader yields them, and the file they come from (for messages)."""
 
-
-def store_dir(name: str) -> Path:
-    return cache_dir() / "datasets" / validate_name(name)
-
-
-def has_split(name: str, split: str) -> bool:
-    return (store_dir(name) / split / "manifest.json").is_file()
-
-
-def stored_splits(name: str) -> list[str]:
-    root = store_dir(name)
-    return sorted(p.parent.name for p in root.glob("*/manifest.json")) if root.is_dir() else []
-
-
-def stored_names() -> list[str]:
-    root = cache_dir() / "datasets"
-    if not root.is_dir():
-        return []
-    return sorted(
-        {
-            str(p.parent.parent.relative_to(root))
-            for p in root.rglob("*/manifest.json")
-            if not any(part.startswith(".") for part in p.relative_to(root).parts)
-        }
-    )
-
-
-def _tmp_sibling(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-
-
-def _replace_dir(tmp: Path, final: Path) -> None:
-    """Move a finished folder into place; an older folder of the same name is removed after."""
-    old = None
-    if final.exists():
-        old = final.with_name(f".{final.name}.old-{os.getpid()}")
-        os.replace(final, old)
-    os.replace(tmp, final)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    path: str
+    records: Iterable[DocRecord]
 
 
 @dataclass
 class SplitSource:
-    """One split ready to be stored: query records, raw qrels rows, and where they came from."""
+    """One split ready to be checked: query records, raw qrels rows, and where they came from.
+
+    ``candidates`` (zbench ``QueryDocuments``): the unjudged candidate lists; the split then needs
+    no judgements.
+    """
 
     split: str
-    queries: list[tuple[str, str, dict[str, Any] | None, int]]
-    qrels: list[tuple[str, str, int, int]]
+    queries: Sequence[QueryRecord]
+    qrels: Sequence[QrelRow]
     queries_source: str
     qrels_source: str
+    candidates: pd.DataFrame | None = None
 
 
-def write_corpus(name: str, write: Any, source: dict[str, Any], extra: dict[str, Any] | None = None) -> Path:
-    """Create the dataset folder with its corpus: ``write(CorpusWriter)`` adds the documents.
-
-    Any existing dataset of that name (and its splits) is replaced once the new corpus is complete.
-    """
-    final = store_dir(name)
-    tmp = _tmp_sibling(final)
-    try:
-        writer = CorpusWriter(tmp / "corpus.parquet", source=str(source.get("location", name)))
-        write(writer)
-        summary = writer.close()
-        write_json(
-            tmp / "corpus.json",
-            {
-                "documents": summary.rows,
-                "digest": summary.digest,
-                "metadata_columns": summary.metadata_columns,
-                "source": source,
-                **(extra or {}),
-            },
-        )
-        _replace_dir(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final
-
-
-def write_split(
+def build_dataset(
+    folder: Path,
     name: str,
-    split: SplitSource,
+    corpus: CorpusSource,
+    splits: Iterable[SplitSource],
     source: dict[str, Any],
     *,
     ignore_identical_ids: bool = False,
-    candidates: pd.DataFrame | None = None,
-) -> dict[str, Any]:
-    """Validate one split against the stored corpus and store it; returns its manifest.
+) -> dict[str, dict[str, Any]]:
+    """Check every record and write the whole dataset into ``folder``; returns the manifest of each split.
 
-    The corpus is not loaded (only its id column is read), so storing a split of a large
-    collection stays cheap.
+    ``splits`` may be a generator: each split is read, checked and written before the next one.
+    Raises :class:`InputError` (naming the file and line) on the first bad record.
     """
-    root = store_dir(name)
-    corpus_info = json.loads((root / "corpus.json").read_text())
+    summary = write_corpus(folder, corpus, source)
+    manifests = {}
+    for split in splits:
+        manifests[split.split] = write_split(folder, name, split, source, summary, ignore_identical_ids)
+    if not manifests:
+        raise InputError("no split to store; expected at least one split with judgements", path=corpus.path)
+    return manifests
+
+
+def write_corpus(folder: Path, corpus: CorpusSource, source: dict[str, Any]) -> dict[str, Any]:
+    """Stream the documents into ``folder/corpus.parquet`` and describe them in ``corpus.json``."""
+    writer = CorpusWriter(folder / "corpus.parquet", source=corpus.path)
+    for doc_id, title, text, metadata, line in corpus.records:
+        writer.add(doc_id, title, text, metadata, line)
+    summary = writer.close()
+    info = {
+        "documents": summary.rows,
+        "digest": summary.digest,
+        "metadata_columns": summary.metadata_columns,
+        "source": source,
+    }
+    write_json(folder / "corpus.json", info)
+    return info
+
+
+def write_split(
+    folder: Path,
+    name: str,
+    split: SplitSource,
+    source: dict[str, Any],
+    corpus_info: dict[str, Any],
+    ignore_identical_ids: bool = False,
+) -> dict[str, Any]:
+    """Check one split against the corpus already in ``folder`` and write it; returns its manifest.
+
+    The corpus is not loaded (only its id column is read), so a split of a large collection stays cheap.
+    """
+    check_split(split.split)
     queries = queries_frame(split.queries, split.queries_source)
-    qrels, report = clean_qrels(split.qrels, queries["query_id"], root / "corpus.parquet", split.qrels_source)
+    qrels, report = clean_qrels(split.qrels, queries["query_id"], folder / "corpus.parquet", split.qrels_source)
+    candidates = split.candidates
     if candidates is None and qrels.empty:
         raise InputError(
             f"no judged queries in split {split.split!r}: every judgement was dropped or the "
@@ -436,37 +476,11 @@ def write_split(
         "document_metadata": corpus_info["metadata_columns"],
         "query_metadata": [c for c in queries.columns if c not in _REQUIRED["queries"]],
     }
-    final = root / split.split
-    tmp = _tmp_sibling(final)
-    try:
-        queries.to_parquet(tmp / "queries.parquet", index=False)
-        qrels.to_parquet(tmp / "qrels.parquet", index=False)
-        if candidates is not None:
-            candidates.to_parquet(tmp / "candidates.parquet", index=False)
-        write_json(tmp / "manifest.json", manifest)
-        _replace_dir(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    out = folder / split.split
+    out.mkdir()
+    queries.to_parquet(out / "queries.parquet", index=False)
+    qrels.to_parquet(out / "qrels.parquet", index=False)
+    if candidates is not None:
+        candidates.to_parquet(out / "candidates.parquet", index=False)
+    write_json(out / "manifest.json", manifest)
     return manifest
-
-
-def read_manifest(name: str, split: str) -> dict[str, Any]:
-    path = store_dir(name) / split / "manifest.json"
-    if not path.is_file():
-        raise UnknownNameError(
-            f"dataset {name!r} has no stored split {split!r}; stored splits: {', '.join(stored_splits(name)) or 'none'}"
-        )
-    return json.loads(path.read_text())
-
-
-def load_stored(name: str, split: str) -> Dataset:
-    """Load a stored split as DataFrames (ids as strings)."""
-    manifest = read_manifest(name, split)
-    root = store_dir(name)
-    corpus = pd.read_parquet(root / "corpus.parquet")
-    queries = pd.read_parquet(root / split / "queries.parquet")
-    qrels = pd.read_parquet(root / split / "qrels.parquet")
-    candidates_path = root / split / "candidates.parquet"
-    if candidates_path.is_file():
-        manifest = {**manifest, "candidates": str(candidates_path)}
-    return Dataset(name=name, split=split, corpus=corpus, queries=queries, qrels=qrels, manifest=manifest)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,16 @@ from typing import Any
 import pandas as pd
 
 from irflow.tasks.ingest import canonical
-from irflow.tasks.ingest.canonical import CorpusWriter, SplitSource
-from irflow.tasks.ingest.readers import iter_jsonl, iter_lines, read_qrels, require_id, require_text
+from irflow.tasks.ingest.canonical import CorpusSource, DocRecord, QueryRecord, SplitSource
+from irflow.tasks.ingest.readers import (
+    iter_jsonl,
+    iter_lines,
+    open_source,
+    parse_grade,
+    read_qrels,
+    require_id,
+    require_text,
+)
 from irflow.tasks.schema import Dataset, InputError
 
 DEFAULT_GRADE_THRESHOLDS = (0.5, 0.25, 0.1)
@@ -70,18 +78,43 @@ class TableFiles:
 
 
 def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line, row)`` from a JSONL, CSV (header line; line = physical line) or Parquet (line = row + 1) file."""
+    """``(line, row)`` from a JSONL, CSV (header line; line = physical line) or Parquet (line = row + 1) file.
+
+    A CSV row with fewer or more fields than its header is an error naming the line (``csv`` would
+    fill the gap with None or gather the extra fields under a column named None).
+    """
     if fmt == "jsonl":
         yield from iter_jsonl(path)
     elif fmt == "csv":
-        for _ in iter_lines(path):  # reports invalid UTF-8 with its byte offset before csv parses
+        for _ in iter_lines(path):  # reports invalid UTF-8 with its byte offset, and folders, before csv parses
             pass
         with open(path, newline="", encoding="utf-8-sig") as fh:
-            reader = csv.DictReader(fh)
-            for row in reader:
-                yield reader.line_num, row
+            reader = csv.reader(fh)
+            try:
+                header = next(reader)
+                for row in reader:
+                    if not row:
+                        continue
+                    if len(row) != len(header):
+                        raise InputError(
+                            f"{len(row)} fields, expected {len(header)} as in the header ({', '.join(header)})",
+                            path=str(path),
+                            line=reader.line_num,
+                        )
+                    yield reader.line_num, dict(zip(header, row))
+            except StopIteration:
+                return
+            except csv.Error as err:
+                raise InputError(f"malformed CSV ({err})", path=str(path), line=reader.line_num) from None
     elif fmt == "parquet":
-        frame = pd.read_parquet(path)
+        open_source(path).close()  # a folder or an unreadable path: a named error
+        try:
+            frame = pd.read_parquet(path)
+        except Exception as err:  # pyarrow raises ArrowInvalid, OSError, ... for a damaged file
+            raise InputError(
+                f"not a readable Parquet file ({type(err).__name__}: {str(err)[:200]}); expected a Parquet table",
+                path=str(path),
+            ) from None
         for i, row in enumerate(frame.to_dict("records"), 1):
             yield i, row
 
@@ -136,31 +169,38 @@ def _as_id(value: Any, field: str, path: Path, line: int) -> str:
     return require_id({field: value}, field, path, line)
 
 
-def corpus_writer_for(path: Path, mapping: dict[str, str]) -> Callable[[CorpusWriter], None]:
+def corpus_source(path: Path, mapping: dict[str, str]) -> CorpusSource:
+    """The documents of a corpus table, streamed."""
     fmt = path.suffix.lstrip(".")
 
-    def write(writer: CorpusWriter) -> None:
+    def records() -> Iterator[DocRecord]:
         columns = None
         for line, row in _records(path, fmt):
             values, meta, columns = _split_row("corpus", row, mapping, path, line, columns)
-            writer.add(
+            yield (
                 _as_id(values["doc_id"], "doc_id", path, line),
                 require_text({"title": values.get("title")}, "title", path, line, required=False),
                 require_text({"text": values["text"]}, "text", path, line),
                 meta or None,
+                line,
             )
 
-    return write
+    return CorpusSource(str(path), records())
 
 
 def _grade(value: Any, path: Path, line: int) -> int:
-    try:
-        number = float(value)
-        if not number.is_integer():
-            raise ValueError
-        return int(number)
-    except (TypeError, ValueError):
-        raise InputError(f"relevance grade {value!r} is not an integer", path=str(path), line=line) from None
+    """A grade cell: an int, an integral float, or integer text (``true`` is not a grade)."""
+    if isinstance(value, bool):
+        raise InputError(f"relevance grade {value!r} is not an integer", path=str(path), line=line)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise InputError(f"relevance grade {value!r} is not an integer", path=str(path), line=line)
+        return int(value)
+    if isinstance(value, str):
+        return parse_grade(value[:-2] if value.endswith(".0") else value, path, line)
+    raise InputError(f"relevance grade {value!r} is not an integer", path=str(path), line=line)
 
 
 def read_split(files: TableFiles, split: str, mapping: dict[str, str]) -> SplitSource:
@@ -209,9 +249,9 @@ class ZbenchFile:
     unjudged: bool
     grading: str
 
-    def write_corpus(self, writer: CorpusWriter) -> None:
-        for doc_id, (content, metadata, _) in self.documents.items():
-            writer.add(doc_id, "", content, metadata)
+    def corpus_source(self) -> CorpusSource:
+        records = ((d, "", content, meta, line) for d, (content, meta, line) in self.documents.items())
+        return CorpusSource(str(self.path), records)
 
     def split(self, name: str) -> SplitSource:
         return SplitSource(
@@ -220,6 +260,7 @@ class ZbenchFile:
             qrels=self.qrels,
             queries_source=str(self.path),
             qrels_source=str(self.path),
+            candidates=self.candidates if self.unjudged else None,
         )
 
 
@@ -227,7 +268,9 @@ def read_zbench(path: Path, grade_thresholds: tuple[float, ...] | None = None) -
     """Parse zbench ``QueryDocuments`` / ``AnnotatedQueryDocuments`` JSONL (see module docstring)."""
     thresholds = tuple(sorted(grade_thresholds or DEFAULT_GRADE_THRESHOLDS, reverse=True))
     documents: dict[str, tuple[str, dict[str, Any] | None, int]] = {}
-    queries, scored, candidates = [], [], []
+    queries: list[QueryRecord] = []
+    scored: list[tuple[str, str, float, int]] = []
+    candidates: list[tuple[str, str, int]] = []
     for line, obj in iter_jsonl(path):
         query = obj.get("query")
         if not isinstance(query, dict):
@@ -289,24 +332,26 @@ def read_zbench(path: Path, grade_thresholds: tuple[float, ...] | None = None) -
 # ----------------------------------------------------------------------------- TREC qrels
 
 
-def import_qrels(path: Path, name: str, base: Dataset, split: str, source: dict[str, Any]) -> dict[str, Any]:
+def qrels_over_base(path: Path, base: Dataset, split: str) -> tuple[CorpusSource, SplitSource, dict[str, Any]]:
     """New judgements (TREC or BEIR qrels file) over the corpus and queries of dataset ``base``.
 
     Queries come from the base split, so judgements of queries outside it are reported as unknown.
+    Returns the corpus, the split and the provenance to add to the source.
     """
     rows = read_qrels(path)
-    source = {**source, "base": base.name, "base_split": base.split, "base_fingerprint": base.fingerprint}
     meta_cols = [c for c in base.corpus.columns if c not in ("doc_id", "title", "text")]
+    where = f"{base.name} corpus"
 
-    def write(writer: CorpusWriter) -> None:
-        for rec in base.corpus.to_dict("records"):
+    def documents() -> Iterator[DocRecord]:
+        for i, rec in enumerate(base.corpus.to_dict("records"), 1):
             meta = {c: rec[c] for c in meta_cols if not canonical.is_missing(rec[c])}
-            writer.add(rec["doc_id"], rec["title"], rec["text"], meta or None)
+            yield rec["doc_id"], rec["title"], rec["text"], meta or None, i
 
     q_meta = [c for c in base.queries.columns if c not in ("query_id", "text")]
-    queries = [
+    queries: list[QueryRecord] = [
         (r["query_id"], r["text"], {c: r[c] for c in q_meta if not canonical.is_missing(r[c])} or None, i)
         for i, r in enumerate(base.queries.to_dict("records"), 1)
     ]
-    canonical.write_corpus(name, write, source)
-    return canonical.write_split(name, SplitSource(split, queries, rows, f"{base.name} queries", str(path)), source)
+    provenance = {"base": base.name, "base_split": base.split, "base_fingerprint": base.fingerprint}
+    split_source = SplitSource(split, queries, rows, f"{base.name} queries", str(path))
+    return CorpusSource(where, documents()), split_source, provenance

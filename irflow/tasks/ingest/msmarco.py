@@ -7,10 +7,10 @@ line into Parquet batches, so it is never held as Python strings all at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
-from irflow.tasks.ingest.canonical import CorpusWriter, SplitSource
+from irflow.tasks.ingest.canonical import CorpusSource, DocRecord, SplitSource
 from irflow.tasks.ingest.readers import iter_lines, read_qrels
 from irflow.tasks.schema import InputError, UnknownNameError
 
@@ -27,16 +27,17 @@ def _id_text_rows(path: Path, what: str) -> Iterator[tuple[int, str, str]]:
         yield number, ident.strip(), text
 
 
-def corpus_writer_for(folder: Path) -> Callable[[CorpusWriter], None]:
+def corpus_source(folder: Path) -> CorpusSource:
+    """The passages of ``folder/collection.tsv``, streamed."""
     path = folder / "collection.tsv"
+    if not path.is_file():
+        raise InputError("missing MS MARCO collection; expected collection.tsv", path=str(path))
 
-    def write(writer: CorpusWriter) -> None:
-        if not path.is_file():
-            raise InputError("missing MS MARCO collection; expected collection.tsv", path=str(path))
-        for _, pid, text in _id_text_rows(path, "passage"):
-            writer.add(pid, "", text)
+    def records() -> Iterator[DocRecord]:
+        for line, pid, text in _id_text_rows(path, "passage"):
+            yield pid, "", text, None, line
 
-    return write
+    return CorpusSource(str(path), records())
 
 
 def available_splits(folder: Path) -> list[str]:

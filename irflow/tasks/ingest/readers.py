@@ -9,9 +9,10 @@ use CRLF).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from irflow.tasks.schema import InputError
 
@@ -19,7 +20,7 @@ from irflow.tasks.schema import InputError
 def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, text)`` for every line, decoded as strict UTF-8."""
     offset = 0
-    with open(path, "rb") as fh:
+    with open_source(path) as fh:
         for number, raw in enumerate(fh, 1):
             try:
                 text = raw.decode("utf-8")
@@ -36,6 +37,16 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
             yield number, text.rstrip("\r\n")
 
 
+def open_source(path: str | Path) -> BinaryIO:
+    """Open a source file for reading; a folder or an unreadable path is an :class:`InputError`."""
+    if Path(path).is_dir():
+        raise InputError("is a folder; expected a file", path=str(path))
+    try:
+        return open(path, "rb")
+    except OSError as err:
+        raise InputError(f"cannot read the file ({err.strerror}); expected a readable file", path=str(path)) from None
+
+
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for every non-blank line; each line must be one JSON object."""
     for number, line in iter_lines(path):
@@ -48,6 +59,10 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 f"malformed JSON ({err.msg} at column {err.colno}); expected one JSON object per line",
                 path=str(path),
                 line=number,
+            ) from None
+        except (ValueError, RecursionError) as err:  # e.g. an integer past Python's 4300-digit limit
+            raise InputError(
+                f"unreadable JSON value ({err}); expected one JSON object per line", path=str(path), line=number
             ) from None
         if not isinstance(obj, dict):
             raise InputError(f"expected a JSON object, got {type(obj).__name__}", path=str(path), line=number)
@@ -83,6 +98,24 @@ def require_text(obj: dict[str, Any], field: str, path: str | Path, line: int, *
     return value
 
 
+_INT_RE = re.compile(r"^[+-]?[0-9]+$")
+
+
+def parse_grade(text: str, path: str | Path, line: int) -> int:
+    """A grade written as decimal digits; its range is checked by the canonical builder."""
+    text = text.strip()
+    if not _INT_RE.match(text):
+        raise InputError(f"relevance grade {text!r} is not an integer", path=str(path), line=line)
+    if len(text.lstrip("+-")) > 30:  # past any valid grade, and past int()'s digit limit long before that
+        raise InputError(
+            f"relevance grade {text[:12]}... ({len(text)} characters) is out of range; "
+            "expected a small non-negative integer",
+            path=str(path),
+            line=line,
+        )
+    return int(text)
+
+
 def read_qrels(path: str | Path) -> list[tuple[str, str, int, int]]:
     """Read a qrels file: ``(query_id, doc_id, grade, line)`` per judgement.
 
@@ -111,10 +144,7 @@ def read_qrels(path: str | Path) -> list[tuple[str, str, int, int]]:
             first = False
             if _is_header(query_id, grade):
                 continue
-        try:
-            value = int(grade)
-        except ValueError:
-            raise InputError(f"relevance grade {grade!r} is not an integer", path=str(path), line=number) from None
+        value = parse_grade(grade, path, number)
         if not query_id or not doc_id:
             raise InputError("empty query or document id", path=str(path), line=number)
         rows.append((query_id, doc_id, value, number))

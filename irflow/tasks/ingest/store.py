@@ -1,0 +1,166 @@
+"""The dataset store: names, folders, locks, one-step publish, and reading stored datasets.
+
+Layout: ``<cache>/datasets/<name>/{corpus.parquet,corpus.json,<split>/{queries,qrels}.parquet,
+<split>/manifest.json}``. A name is one path segment (``[A-Za-z0-9][A-Za-z0-9._-]*``); only the
+BEIR catalog's names (``beir/<name>``, ``beir/cqadupstack/<forum>``) have more, and the caller
+checks those against the catalog. So no name can reach into, replace or shadow another's folder.
+
+A dataset is written whole: built in a temporary folder beside its final place, then published by
+one rename (:func:`irflow.tasks.atomic.replace_dir`). Two locks per name, in ``datasets/.locks/``:
+
+* ``<name>.build`` — exclusive while one process builds the dataset, so concurrent ingestions of
+  the same name run one after the other (the later ones then find it stored);
+* ``<name>.read`` — shared while a reader reads the files, exclusive only for the swap and the
+  removal of the old folder, so a reader never sees a half-replaced dataset and never waits for a build.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pandas as pd
+
+from irflow.tasks.atomic import file_lock, publish_dir, temp_dir
+from irflow.tasks.config import cache_dir
+from irflow.tasks.schema import Dataset, InputError, UnknownNameError
+
+T = TypeVar("T")
+
+SEGMENT = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+_SEGMENT_RE = re.compile(rf"^{SEGMENT}$")
+_CATALOG_RE = re.compile(rf"^beir(/{SEGMENT}){{1,2}}$")
+RESERVED_SPLITS = frozenset({"corpus.parquet", "corpus.json"})
+
+
+def root() -> Path:
+    """``<cache>/datasets``."""
+    return cache_dir() / "datasets"
+
+
+def _segment_ok(part: str) -> bool:
+    return bool(_SEGMENT_RE.match(part)) and ".." not in part
+
+
+def check_import_name(name: str) -> str:
+    """A name an import may use: one path segment, not ``beir``. Raises :class:`InputError` otherwise."""
+    if not isinstance(name, str) or not _segment_ok(name) or name == "beir":
+        raise InputError(
+            f"invalid dataset name {name!r}: a name is one path segment of letters, digits, '.', '_' "
+            "and '-' starting with a letter or digit, no '..', e.g. 'my-docs' ('beir/<name>' is kept for the BEIR "
+            "catalog and 'beir' itself is reserved)"
+        )
+    return name
+
+
+def check_split(split: str) -> str:
+    """A split name is one path segment and not one of the dataset's own file names."""
+    if not isinstance(split, str) or not _segment_ok(split) or split in RESERVED_SPLITS:
+        raise InputError(
+            f"invalid split name {split!r}: a split is one path segment of letters, digits, '.', '_' and '-' "
+            "(no '..'), e.g. 'test'"
+        )
+    return split
+
+
+def dataset_dir(name: str) -> Path:
+    """The folder of dataset ``name`` (a single segment, or a catalog-shaped ``beir/...`` name)."""
+    if not (_segment_ok(name) and name != "beir") and not (
+        _CATALOG_RE.match(name) and all(_segment_ok(p) for p in name.split("/"))
+    ):
+        check_import_name(name)  # raises with the rule
+    return root() / name
+
+
+def _lock_path(name: str, kind: str) -> Path:
+    return root() / ".locks" / f"{name.replace('/', '+')}.{kind}"  # '+' never occurs in a name
+
+
+@contextlib.contextmanager
+def reading(name: str) -> Iterator[None]:
+    """Shared lock: the stored dataset does not change while held."""
+    with file_lock(_lock_path(name, "read"), shared=True):
+        yield
+
+
+@contextlib.contextmanager
+def building(name: str) -> Iterator[None]:
+    """Exclusive lock: one builder of ``name`` at a time (readers are not blocked)."""
+    with file_lock(_lock_path(name, "build")):
+        yield
+
+
+def publish(name: str, build: Callable[[Path], T]) -> T:
+    """Build dataset ``name`` in a temporary folder with ``build(folder)``, then publish it whole.
+
+    The caller holds :func:`building`. Any exception inside ``build`` leaves the stored dataset
+    byte for byte as it was and no temporary folder behind; stale temporaries of killed builders
+    in the same folder are removed first.
+    """
+    with publish_dir(dataset_dir(name), replace=True, lock=_lock_path(name, "read")) as folder:
+        return build(folder)
+
+
+def work_dir(name: str) -> contextlib.AbstractContextManager[Path]:
+    """A scratch folder for ``name``'s ingestion (extracted archives), removed after; stale ones are cleaned."""
+    return temp_dir(root() / ".work", name.replace("/", "+"))
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def has_split(name: str, split: str) -> bool:
+    """True when dataset ``name`` is stored with split ``split``."""
+    folder = dataset_dir(name)
+    return (folder / "corpus.json").is_file() and (folder / check_split(split) / "manifest.json").is_file()
+
+
+def stored_splits(name: str) -> list[str]:
+    """The splits of ``name`` that are stored (empty when the dataset is not)."""
+    folder = dataset_dir(name)
+    if not (folder / "corpus.json").is_file():
+        return []
+    return sorted(p.parent.name for p in folder.glob("*/manifest.json"))
+
+
+def stored_names(catalog: list[str]) -> list[str]:
+    """Every stored imported dataset (single-segment folders), plus the stored catalog names."""
+    base = root()
+    if not base.is_dir():
+        return []
+    names = [
+        p.name for p in base.iterdir() if _segment_ok(p.name) and p.name != "beir" and (p / "corpus.json").is_file()
+    ]
+    names += [n for n in catalog if (base / n / "corpus.json").is_file()]
+    return sorted(names)
+
+
+def read_json(name: str, *parts: str) -> dict[str, Any]:
+    path = dataset_dir(name).joinpath(*parts)
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def read_manifest(name: str, split: str) -> dict[str, Any]:
+    path = dataset_dir(name) / check_split(split) / "manifest.json"
+    if not path.is_file():
+        raise UnknownNameError(
+            f"dataset {name!r} has no stored split {split!r}; stored splits: {', '.join(stored_splits(name)) or 'none'}"
+        )
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def load_stored(name: str, split: str) -> Dataset:
+    """Load a stored split as DataFrames (ids as strings); the caller holds :func:`reading`."""
+    manifest = read_manifest(name, split)
+    folder = dataset_dir(name)
+    corpus = pd.read_parquet(folder / "corpus.parquet")
+    queries = pd.read_parquet(folder / split / "queries.parquet")
+    qrels = pd.read_parquet(folder / split / "qrels.parquet")
+    candidates_path = folder / split / "candidates.parquet"
+    if candidates_path.is_file():
+        manifest = {**manifest, "candidates": str(candidates_path)}
+    return Dataset(name=name, split=split, corpus=corpus, queries=queries, qrels=qrels, manifest=manifest)
