@@ -15,8 +15,8 @@ from scipy.stats import pearsonr, spearmanr
 
 from irflow.tasks.annotate import benchmark as bench
 from irflow.tasks.annotate import bradley_terry, ensemble, outputs
+from irflow.tasks.annotate.battle import Battle, Verdict
 from irflow.tasks.annotate.candidates import Texts
-from irflow.tasks.annotate.judges import Battle, Verdict
 from irflow.tasks.annotate.pairs import cycle_pairs, load_or_make_pairs, make_pairs
 from irflow.tasks.annotate.runner import run_judges
 from irflow.tasks.annotate.store import VoteStore, read_votes

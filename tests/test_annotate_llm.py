@@ -19,8 +19,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from irflow.tasks.annotate.battle import JudgeSetupError, parse_answer
 from irflow.tasks.annotate.candidates import Texts
-from irflow.tasks.annotate.judges import JudgeSetupError, make_judge, parse_answer, parse_judge
+from irflow.tasks.annotate.judges import make_judge, parse_judge
 from irflow.tasks.annotate.pairs import make_pairs
 from irflow.tasks.annotate.pipeline import AnnotateConfig, estimate, judge, plan
 from irflow.tasks.annotate.runner import run_judges
@@ -128,7 +129,7 @@ def chat() -> Iterator[type[FakeChat]]:
 
 
 def test_prompt_changes_bump_its_version() -> None:
-    from irflow.tasks.annotate.judges import PROMPT_SHA256, PROMPT_VERSION
+    from irflow.tasks.annotate.battle import PROMPT_SHA256, PROMPT_VERSION
 
     # Votes are resumed per (judge, version): edit the prompt -> bump PROMPT_VERSION, then update this pin.
     assert (PROMPT_VERSION, PROMPT_SHA256) == (
@@ -259,7 +260,7 @@ def test_sdk_judges_against_a_local_server(kind: str, module: str, monkeypatch: 
     pytest.importorskip(module)
     import asyncio
 
-    from irflow.tasks.annotate.judges import Battle
+    from irflow.tasks.annotate.battle import Battle
 
     answer = json.dumps({"reasoning": "B answers it", "score": 0.75})
     paths: list[str] = []

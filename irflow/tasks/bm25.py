@@ -254,9 +254,9 @@ class BM25Index:
 
     def search(self, query_ids: Sequence[str], texts: Sequence[str], depth: int) -> pd.DataFrame:
         """Top-``depth`` run for a batch of queries, in trec_eval order; docs sharing no term are left out."""
-        query_ids = np.asarray(query_ids, dtype=object).astype(str)
+        qids = np.asarray(query_ids, dtype=object).astype(str)
         k = min(int(depth), len(self.doc_ids))
-        if len(query_ids) == 0 or k < 1:
+        if len(qids) == 0 or k < 1:
             return empty_run()
         tokens = tokenize(texts, self.spec)
         if self.spec.backend == "bm25s":
@@ -266,7 +266,7 @@ class BM25Index:
             matched = [i for i, q in enumerate(ids) if q]
             if not matched:
                 return empty_run()
-            query_ids = query_ids[matched]
+            qids = qids[matched]
             docs, scores = self._bm25s_topk([ids[i] for i in matched], k)
         else:
             docs, scores = self._rank_bm25_topk(tokens, k)
@@ -274,7 +274,7 @@ class BM25Index:
         keep = scores != 0.0
         run = pd.DataFrame(
             {
-                "query_id": np.repeat(query_ids, k)[keep],
+                "query_id": np.repeat(qids, k)[keep],
                 "doc_id": self.doc_ids[np.asarray(docs).ravel()[keep]],
                 "score": scores[keep],
             }
@@ -325,9 +325,10 @@ class BM25Index:
 
 def load_index(dataset: Dataset, spec: BM25Spec | str = BM25Spec()) -> BM25Index:
     """The BM25 index of ``dataset``: loaded from the cache if present, else built (and cached for bm25s)."""
-    spec = as_spec(spec)
-    if not isinstance(spec, BM25Spec):
-        raise InputError(f"not a BM25 system: {spec}")
+    parsed = as_spec(spec)
+    if not isinstance(parsed, BM25Spec):
+        raise InputError(f"not a BM25 system: {parsed}")
+    spec = parsed
     if len(dataset.corpus) == 0:
         raise InputError(f"dataset {dataset.name!r} has an empty corpus: nothing to index")
     doc_ids = dataset.corpus["doc_id"].astype("str").to_numpy(dtype=object)
@@ -335,6 +336,7 @@ def load_index(dataset: Dataset, spec: BM25Spec | str = BM25Spec()) -> BM25Index
         start = time.perf_counter()
         import rank_bm25
 
+        assert spec.method is not None  # BM25Spec resolves the backend's default method
         engine_cls = getattr(rank_bm25, _RANK_BM25_CLASSES[spec.method])
         engine = engine_cls(tokenize(document_texts(dataset), spec), k1=spec.k1, b=spec.b)
         seconds = time.perf_counter() - start

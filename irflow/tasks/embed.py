@@ -247,13 +247,16 @@ def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
     return digest.hexdigest()
 
 
+_DEFAULT_MAX_SEQ_LENGTH: dict[str, int | None] = {}  # model path -> the model's own max_seq_length
+
+
 @functools.lru_cache(maxsize=4)
 def load_sentence_transformer(path: str) -> Any:
     """Load a bi-encoder once per process (reranking many queries must not reload it)."""
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(path)
-    model._irflow_default_max_seq_length = model.max_seq_length
+    _DEFAULT_MAX_SEQ_LENGTH[path] = model.max_seq_length
     return model
 
 
@@ -376,7 +379,7 @@ def encode(
 ) -> np.ndarray:
     """Encode ``texts`` straight through ``SentenceTransformer.encode`` (normalised float32)."""
     st = load_sentence_transformer(model.path)
-    st.max_seq_length = max_seq_length or st._irflow_default_max_seq_length
+    st.max_seq_length = max_seq_length or _DEFAULT_MAX_SEQ_LENGTH[model.path]
     vectors = st.encode(
         list(texts),
         prompt=prompt,
@@ -408,7 +411,7 @@ def _chunks(
         path = part_path(key_dir, chunk)
         matrix = read_part(path, chunk_ids)
         encoded = matrix is None
-        if encoded:
+        if matrix is None:
             matrix = encode(
                 model, [texts[i] for i in rows], prompt=prompt, max_seq_length=max_seq_length, batch_size=batch_size
             )

@@ -181,23 +181,27 @@ def _new_index(kind: str, d: int, p: dict[str, int]) -> Any:
     if kind == "flat":
         return faiss.IndexFlatIP(d)
     if kind == "hnsw":
-        index = faiss.IndexHNSWFlat(d, p["M"], ip)
-        index.hnsw.efConstruction = p["efConstruction"]
-        return index
+        hnsw = faiss.IndexHNSWFlat(d, p["M"], ip)
+        hnsw.hnsw.efConstruction = p["efConstruction"]
+        return hnsw
     if kind == "ivf":
-        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, p["nlist"], ip)
-    else:
-        index = faiss.IndexIVFPQ(faiss.IndexFlatIP(d), d, p["nlist"], p["m"], p["nbits"], ip)
-        index.pq.cp.seed = SEED
-    index.cp.seed = SEED
-    return index
+        ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, p["nlist"], ip)
+        ivf.cp.seed = SEED
+        return ivf
+    ivfpq = faiss.IndexIVFPQ(faiss.IndexFlatIP(d), d, p["nlist"], p["m"], p["nbits"], ip)
+    ivfpq.pq.cp.seed = SEED
+    ivfpq.cp.seed = SEED
+    return ivfpq
 
 
 def _apply_search_params(index: Any, p: dict[str, int]) -> None:
     import faiss
 
     if "efSearch" in p:
-        faiss.downcast_index(index).hnsw.efSearch = p["efSearch"]
+        hnsw = faiss.downcast_index(index)
+        if not isinstance(hnsw, faiss.IndexHNSW):
+            raise TypeError(f"efSearch needs an HNSW index, got {type(hnsw).__name__}")
+        hnsw.hnsw.efSearch = p["efSearch"]
     if "nprobe" in p:
         faiss.extract_index_ivf(index).nprobe = p["nprobe"]
 

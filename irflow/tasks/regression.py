@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from irflow.tasks.schema import InputError
-from irflow.tasks.significance import compare, correct
+from irflow.tasks.significance import Correction, compare, correct
 
 KEYS = ["dataset", "system", "metric"]
 CHANGE_COLUMNS = [
@@ -50,7 +50,7 @@ def paired_changes(
     after: pd.DataFrame,
     metrics: Sequence[str] | None = None,
     *,
-    correction: str = "holm",
+    correction: Correction = "holm",
     permutations: int = 10_000,
     seed: int = 0,
 ) -> pd.DataFrame:

@@ -184,26 +184,24 @@ def combine_results(results: Sequence[StoredResults], labels: Sequence[str] | No
     check_same_dataset([r.document for r in results])
     if labels is not None and len(labels) != len(results):
         raise InputError(f"{len(labels)} labels for {len(results)} result folders")
-    rename = [
-        (lambda s, lab=lab: f"{lab}/{s}") if labels is not None else (lambda s: s)
-        for lab in (labels or [None] * len(results))
-    ]
+    prefixes = [f"{label}/" for label in labels] if labels is not None else [""] * len(results)
     measures = [m for m in results[0].document["measures"] if all(m in r.document["measures"] for r in results)]
     frames, runs, systems, cost = [], {}, {}, {}
-    for r, name in zip(results, rename):
+    for r, prefix in zip(results, prefixes):
         for s in r.systems:
-            if name(s) in runs:
-                raise InputError(f"system {name(s)!r} appears in two result folders; pass labels to tell them apart")
-            runs[name(s)] = r.runs[s]
-            systems[name(s)] = {m: r.document["systems"][s][m] for m in measures}
-            cost[name(s)] = r.document.get("cost", {}).get(s, {})
-        frames.append(r.per_query[r.per_query["metric"].isin(measures)].assign(system=r.per_query["system"].map(name)))
+            name = prefix + s
+            if name in runs:
+                raise InputError(f"system {name!r} appears in two result folders; pass labels to tell them apart")
+            runs[name] = r.runs[s]
+            systems[name] = {m: r.document["systems"][s][m] for m in measures}
+            cost[name] = r.document.get("cost", {}).get(s, {})
+        frames.append(r.per_query[r.per_query["metric"].isin(measures)].assign(system=prefix + r.per_query["system"]))
     document = {
         **results[0].document,
         "systems": systems,
         "cost": cost,
         "measures": measures,
-        "baseline": rename[0](results[0].baseline),
+        "baseline": prefixes[0] + results[0].baseline,
     }
     return StoredResults(document, pd.concat(frames, ignore_index=True), runs)
 

@@ -26,8 +26,9 @@ import pandas as pd
 
 from irflow.tasks.annotate import benchmark as bench
 from irflow.tasks.annotate import bradley_terry, ensemble, outputs, plots
+from irflow.tasks.annotate.battle import PROMPT_SHA256, PROMPT_VERSION, Judge
 from irflow.tasks.annotate.candidates import Texts, select_candidates
-from irflow.tasks.annotate.judges import PROMPT_SHA256, PROMPT_VERSION, Judge, make_judge, parse_judge
+from irflow.tasks.annotate.judges import make_judge, parse_judge
 from irflow.tasks.annotate.pairs import DEFAULT_CYCLES, load_or_make_pairs
 from irflow.tasks.annotate.runner import CostEstimate, JudgeStats, check_judges, estimate_cost, run_judges
 from irflow.tasks.annotate.store import VoteStore, read_votes

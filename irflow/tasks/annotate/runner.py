@@ -22,8 +22,8 @@ from typing import Any
 
 import pandas as pd
 
+from irflow.tasks.annotate.battle import OUTPUT_TOKENS, Battle, Judge, Verdict, estimate_tokens, render_prompt
 from irflow.tasks.annotate.candidates import Texts
-from irflow.tasks.annotate.judges import OUTPUT_TOKENS, Battle, Judge, Verdict, estimate_tokens, render_prompt
 from irflow.tasks.annotate.store import VoteStore
 from irflow.tasks.schema import InputError
 

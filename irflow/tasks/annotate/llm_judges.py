@@ -1,0 +1,306 @@
+"""LLM judges: any OpenAI-compatible chat API over httpx, Anthropic and Gemini through their SDKs.
+
+Each asks the versioned prompt of :mod:`irflow.tasks.annotate.battle` and parses its JSON answer;
+``openai`` retries with exponential backoff on 429, 5xx and transport errors (``Retry-After``
+honoured). API keys are read from the environment at call time and never logged, stored or shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+from typing import Any
+from urllib.parse import urlparse
+
+from irflow.tasks.annotate.battle import (
+    ANSWER_SCHEMA,
+    DEFAULT_MAX_CHARS,
+    DEFAULT_PRICE_PER_1K,
+    PROMPT_SHA256,
+    PROMPT_VERSION,
+    Battle,
+    JudgeCallError,
+    JudgeSetupError,
+    Verdict,
+    parse_answer,
+    render_prompt,
+)
+
+log = logging.getLogger(__name__)
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+class PromptJudge:
+    """Shared part of the LLM judges: prompt, parsing, failure path. Subclasses implement ``_complete``."""
+
+    kind = "llm"
+    local = False
+    version = PROMPT_VERSION
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        name: str | None = None,
+        provider: str,
+        concurrency: int = 8,
+        price_per_1k: float = DEFAULT_PRICE_PER_1K,
+        max_tokens: int = 400,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        key_env: str = "",
+    ) -> None:
+        self.model = model
+        self.name = name or f"{self.kind}:{model}"
+        self.provider = provider
+        self.concurrency = int(concurrency)
+        self.price_per_1k = float(price_per_1k)
+        self.max_tokens = int(max_tokens)
+        self.max_chars = int(max_chars)
+        self.key_env = key_env
+
+    def _key(self, required: bool = True) -> str | None:
+        key = os.environ.get(self.key_env) if self.key_env else None
+        if required and not key:
+            raise JudgeSetupError(f"judge {self.name}: set the API key in the environment variable {self.key_env}")
+        return key
+
+    def prepare(self) -> None:
+        self._key()
+
+    async def _complete(self, system: str, user: str) -> tuple[str, int]:
+        """The model's answer text and the number of attempts it took; JudgeCallError on failure."""
+        raise NotImplementedError
+
+    async def judge(self, battle: Battle) -> Verdict:
+        system, user = render_prompt(battle, self.max_chars)
+        try:
+            text, attempts = await self._complete(system, user)
+        except JudgeCallError as err:
+            return Verdict(None, error=str(err), attempts=err.attempts)
+        try:
+            answer = parse_answer(text)
+        except ValueError as err:
+            return Verdict(None, error=str(err), attempts=attempts)
+        return Verdict(float(answer.score), answer.reasoning, None, attempts)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "model": self.model,
+            "provider": self.provider,
+            "version": self.version,
+            "prompt_sha256": PROMPT_SHA256,
+            "concurrency": self.concurrency,
+            "key_env": self.key_env,
+            "price_per_1k": self.price_per_1k,
+        }
+
+    async def aclose(self) -> None:
+        return None
+
+
+class OpenAIJudge(PromptJudge):
+    """A model behind an OpenAI-compatible ``/chat/completions`` endpoint, called over httpx."""
+
+    kind = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        *,
+        key_env: str = "OPENAI_API_KEY",
+        max_retries: int = 5,
+        backoff: float = 1.0,
+        max_backoff: float = 60.0,
+        timeout: float = 120.0,
+        response_format: str = "json_object",
+        **kwargs: Any,
+    ) -> None:
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/")
+        parsed = urlparse(self.base_url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise JudgeSetupError(f"bad base URL {self.base_url!r}: expected http(s)://host[:port]/path")
+        if response_format not in ("json_object", "json_schema", "none"):
+            raise JudgeSetupError(f"response_format must be json_object, json_schema or none, not {response_format!r}")
+        default_name = f"openai:{model}" + ("" if self.base_url == OPENAI_BASE_URL else f"@{self.base_url}")
+        kwargs.setdefault("name", default_name)
+        super().__init__(model, provider=parsed.netloc, key_env=key_env, **kwargs)
+        self.max_retries, self.backoff, self.max_backoff = int(max_retries), float(backoff), float(max_backoff)
+        self.timeout, self.response_format = float(timeout), response_format
+        self._client: Any = None
+        self._loop: Any = None
+
+    def prepare(self) -> None:
+        self._key(required=self.base_url == OPENAI_BASE_URL)  # local servers usually need no key
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "base_url": self.base_url,
+            "response_format": self.response_format,
+            "max_retries": self.max_retries,
+        }
+
+    def _http(self) -> Any:
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:  # a client belongs to one event loop
+            self._client, self._loop = httpx.AsyncClient(timeout=self.timeout), loop
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None and self._loop is asyncio.get_running_loop():
+            await self._client.aclose()
+        self._client = self._loop = None
+
+    def _body(self, system: str, user: str) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "temperature": 0,
+            "max_tokens": self.max_tokens,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        }
+        if self.response_format == "json_object":
+            body["response_format"] = {"type": "json_object"}
+        elif self.response_format == "json_schema":
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "pairwise_relevance", "strict": True, "schema": ANSWER_SCHEMA},
+            }
+        return body
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        try:
+            if retry_after is not None:
+                return min(self.max_backoff, max(0.0, float(retry_after)))
+        except ValueError:
+            pass  # an HTTP date: fall back to exponential backoff
+        return min(self.max_backoff, self.backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+
+    async def _complete(self, system: str, user: str) -> tuple[str, int]:
+        import httpx
+
+        key = self._key(required=self.base_url == OPENAI_BASE_URL)
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        url, body = f"{self.base_url}/chat/completions", self._body(system, user)
+        attempt = 0
+        while True:
+            attempt += 1
+            retry_after = None
+            try:
+                response = await self._http().post(url, json=body, headers=headers)
+            except httpx.TransportError as err:
+                problem = f"{type(err).__name__}: {err}"
+            else:
+                status = response.status_code
+                if status == 200:
+                    try:
+                        return str(response.json()["choices"][0]["message"]["content"] or ""), attempt
+                    except (ValueError, KeyError, IndexError, TypeError):
+                        raise JudgeCallError(f"unexpected response {response.text[:200]!r}", attempt) from None
+                problem = f"HTTP {status}: {response.text[:200]}"
+                if status != 429 and status < 500:  # the request itself is wrong: retrying cannot help
+                    raise JudgeCallError(problem, attempt)
+                retry_after = response.headers.get("retry-after")
+            if attempt > self.max_retries:
+                raise JudgeCallError(f"gave up after {attempt} attempts: {problem}", attempt)
+            delay = self._delay(attempt, retry_after)
+            log.info("judge %s: %s; retry %d/%d in %.1fs", self.name, problem[:80], attempt, self.max_retries, delay)
+            await asyncio.sleep(delay)
+
+
+class AnthropicJudge(PromptJudge):
+    """Claude through the ``anthropic`` SDK (which retries rate limits and 5xx itself)."""
+
+    kind = "anthropic"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        key_env: str = "ANTHROPIC_API_KEY",
+        max_retries: int = 5,
+        concurrency: int = 4,
+        base_url: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(model, provider="anthropic", key_env=key_env, concurrency=concurrency, **kwargs)
+        self.max_retries, self.base_url = int(max_retries), base_url
+        self.sdk: Any = None
+        self._client: Any = None
+
+    def prepare(self) -> None:
+        self.sdk = _require("anthropic", "anthropic")
+        self._key()
+
+    async def _complete(self, system: str, user: str) -> tuple[str, int]:
+        if self._client is None:  # (recent SDKs take no sampling temperature: the model's default applies)
+            self._client = self.sdk.AsyncAnthropic(
+                api_key=self._key(), max_retries=self.max_retries, base_url=self.base_url
+            )
+        try:
+            message = await self._client.messages.create(
+                model=self.model,
+                max_tokens=self.max_tokens,
+                system=system,
+                messages=[{"role": "user", "content": user}],
+            )
+        except self.sdk.APIError as err:
+            raise JudgeCallError(f"{type(err).__name__}: {str(err)[:200]}") from None
+        return "".join(getattr(block, "text", "") or "" for block in message.content), 1
+
+
+class GeminiJudge(PromptJudge):
+    """Gemini through the ``google-genai`` SDK (JSON answers requested by MIME type)."""
+
+    kind = "gemini"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        key_env: str = "GEMINI_API_KEY",
+        concurrency: int = 4,
+        base_url: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(model, provider="gemini", key_env=key_env, concurrency=concurrency, **kwargs)
+        self.base_url = base_url
+        self.sdk: Any = None
+        self._client: Any = None
+
+    def prepare(self) -> None:
+        self.sdk = _require("google.genai", "gemini")
+        self._key()
+
+    async def _complete(self, system: str, user: str) -> tuple[str, int]:
+        if self._client is None:
+            options = self.sdk.types.HttpOptions(base_url=self.base_url) if self.base_url else None
+            self._client = self.sdk.Client(api_key=self._key(), http_options=options)
+        config = self.sdk.types.GenerateContentConfig(
+            system_instruction=system,
+            temperature=0,
+            max_output_tokens=self.max_tokens,
+            response_mime_type="application/json",
+        )
+        try:
+            response = await self._client.aio.models.generate_content(model=self.model, contents=user, config=config)
+        except Exception as err:  # the SDK's errors share no public base class across versions
+            raise JudgeCallError(f"{type(err).__name__}: {str(err)[:200]}") from None
+        return str(response.text or ""), 1
+
+
+def _require(module: str, extra: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise JudgeSetupError(
+            f"the {extra} judge needs the {module!r} package: pip install 'irflow[{extra}]'"
+        ) from None
