@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from _toy import DOCS, QRELS, QUERIES, write_beir
 
 from irflow.tasks import ingest
 from irflow.tasks.atomic import is_temp_name
@@ -18,31 +19,10 @@ from irflow.tasks.ingest import beir, store
 from irflow.tasks.schema import DownloadError, InputError, UnknownNameError
 
 
-def write_beir(
-    folder: Path, corpus: list[dict] | str, queries: list[dict] | str, qrels: str, split: str = "test"
-) -> Path:
-    """A small BEIR-layout folder; lists are written as JSONL, strings verbatim."""
-    (folder / "qrels").mkdir(parents=True, exist_ok=True)
-    for name, rows in (("corpus.jsonl", corpus), ("queries.jsonl", queries)):
-        text = rows if isinstance(rows, str) else "".join(json.dumps(r) + "\n" for r in rows)
-        (folder / name).write_text(text, encoding="utf-8")
-    (folder / "qrels" / f"{split}.tsv").write_text(qrels, encoding="utf-8")
-    return folder
-
-
 def imported(*args, **kwargs):
     """Import, then load the stored split (import itself returns only the manifest)."""
     manifest = ingest.import_dataset(*args, **kwargs)
     return ingest.load_dataset(manifest["name"], manifest["split"])
-
-
-DOCS = [
-    {"_id": "d1", "title": "Alpha", "text": "first doc"},
-    {"_id": "d2", "title": "", "text": "second doc"},
-    {"_id": "3", "title": "Gamma", "text": "third", "metadata": {"doc_type": "code"}},
-]
-QUERIES = [{"_id": "q1", "text": "alpha?"}, {"_id": "q2", "text": "second?"}, {"_id": "q3", "text": "unjudged"}]
-QRELS = "query-id\tcorpus-id\tscore\r\nq1\td1\t2\r\nq1\t3\t0\r\nq2\td2\t1\r\n"
 
 
 # ----------------------------------------------------------------------------- BEIR over HTTP

@@ -297,7 +297,7 @@ def check_grade(grade: Any, path: str, line: int | None) -> int:
             line=line,
         )
     if not MIN_GRADE <= grade <= MAX_GRADE:
-        shown = str(grade) if abs(grade) < 10**12 else f"{str(grade)[:8]}... ({len(str(abs(grade)))} digits)"
+        shown = str(grade) if abs(grade) < 10**18 else f"{str(grade)[:12]}... ({len(str(abs(grade)))} digits)"
         hint = " (trec_eval reads negative grades as not relevant: use 0)" if grade < 0 else ""
         raise InputError(
             f"relevance grade {shown} is out of range; expected an integer from {MIN_GRADE} "

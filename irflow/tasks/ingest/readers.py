@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from irflow.tasks.ingest.canonical import MAX_GRADE, MIN_GRADE
 from irflow.tasks.schema import InputError
 
 
@@ -106,10 +107,11 @@ def parse_grade(text: str, path: str | Path, line: int) -> int:
     text = text.strip()
     if not _INT_RE.match(text):
         raise InputError(f"relevance grade {text!r} is not an integer", path=str(path), line=line)
-    if len(text.lstrip("+-")) > 30:  # past any valid grade, and past int()'s digit limit long before that
+    digits = len(text.lstrip("+-"))
+    if digits > 30:  # past any valid grade, and past int()'s digit limit long before that
         raise InputError(
-            f"relevance grade {text[:12]}... ({len(text)} characters) is out of range; "
-            "expected a small non-negative integer",
+            f"relevance grade {text[:12]}... ({digits} digits) is out of range; "
+            f"expected an integer from {MIN_GRADE} (judged not relevant) to {MAX_GRADE}",
             path=str(path),
             line=line,
         )

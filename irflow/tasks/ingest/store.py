@@ -101,8 +101,24 @@ def publish(name: str, build: Callable[[Path], T]) -> T:
     byte for byte as it was and no temporary folder behind; stale temporaries of killed builders
     in the same folder are removed first.
     """
-    with publish_dir(dataset_dir(name), replace=True, lock=_lock_path(name, "read")) as folder:
+    final = dataset_dir(name)
+    _check_replaceable(final, name)
+    with publish_dir(final, replace=True, lock=_lock_path(name, "read")) as folder:
         return build(folder)
+
+
+def _check_replaceable(final: Path, name: str) -> None:
+    """Refuse to replace a folder that is not exactly one dataset (an older irflow nested names)."""
+    if not final.exists():
+        return
+    nested = sorted(p.parent.relative_to(root()).as_posix() for p in final.glob("*/corpus.json"))
+    if nested or not (final / "corpus.json").is_file():
+        held = (
+            f"datasets stored under nested names by an older irflow ({', '.join(nested)})" if nested else "no dataset"
+        )
+        raise InputError(
+            f"{final} holds {held}; refusing to replace it with dataset {name!r}: move that folder away first"
+        )
 
 
 def work_dir(name: str) -> contextlib.AbstractContextManager[Path]:
