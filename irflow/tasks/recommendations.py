@@ -1,0 +1,136 @@
+"""Recommendations: short sentences a reader can act on, derived from the report's numbers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from irflow.tasks.report_data import ReportData
+from irflow.tasks.significance import format_p as _p
+
+
+def recommendations(document: Mapping[str, Any], data: ReportData) -> list[str]:
+    """What to pick and why: the best system and whether it is significantly better, its cost, where
+    each system wins, consistency, and document-type and length preferences."""
+    h, base, lab = data.headline, data.baseline, data.labels
+    means = {s: document["systems"][s][h] for s in data.systems}
+    p95 = {s: document.get("cost", {}).get(s, {}).get("p95_ms") for s in data.systems}
+    if len(data.systems) < 2:
+        return [f"Only {lab[base]} was evaluated ({h} {means[base]:.4f}); add a second system to compare."]
+    cmp_ = data.comparisons[data.comparisons["metric"] == h].set_index("candidate")
+    best = max(data.systems, key=lambda s: means[s])
+    out = []
+    better = [s for s in data.systems[1:] if cmp_.loc[s, "significant"] and cmp_.loc[s, "delta"] > 0]
+    worse = [s for s in data.systems[1:] if cmp_.loc[s, "significant"] and cmp_.loc[s, "delta"] < 0]
+    if best == base:
+        others = []
+        for s in data.systems[1:]:
+            r = cmp_.loc[s]
+            slower = f", {p95[s] / p95[base]:.1f}× the P95 latency" if p95[s] and p95[base] else ""
+            others.append(
+                f"{lab[s]} {r.delta:+.4f} ({data.ci_label} {r.ci_low:+.4f} to {r.ci_high:+.4f}, adjusted p "
+                f"{_p(r.p_adjusted)}, {'significantly worse' if s in worse else 'not significant'}{slower})"
+            )
+        out.append(
+            f"Keep the baseline {lab[base]}: no system has a higher mean {h} ({means[base]:.4f}); "
+            + "; ".join(others)
+            + "."
+        )
+    elif best in better:
+        r = cmp_.loc[best]
+        out.append(
+            f"Pick {lab[best]}: {h} {means[best]:.4f} vs {means[base]:.4f} for {lab[base]}, "
+            f"{r.delta:+.4f} ({data.ci_label} {r.ci_low:+.4f} to {r.ci_high:+.4f}, adjusted p {_p(r.p_adjusted)}), "
+            f"better on {r.wins} of {r.n} queries and worse on {r.losses}."
+        )
+    else:
+        r = cmp_.loc[best]
+        ci = f"{data.ci_label} {r.ci_low:+.4f} to {r.ci_high:+.4f}"
+        why = (
+            f"the {ci} includes 0"
+            if r.ci_low <= 0 <= r.ci_high
+            else f"unadjusted p {_p(r.p_randomization)} and the uncorrected {ci} point the same way, which is "
+            "suggestive, not conclusive"
+        )
+        out.append(
+            f"{lab[best]} has the highest mean {h} ({means[best]:.4f}, {r.delta:+.4f} over {lab[base]}), but "
+            f"the difference is not significant after {r.correction.capitalize()} correction (adjusted p "
+            f"{_p(r.p_adjusted)}; {why}): on these {r.n} queries choose on cost, or add queries."
+        )
+    if best != base and p95[best] and p95[base]:
+        ratio = p95[best] / p95[base]
+        out.append(
+            f"Cost: {lab[best]} has a P95 latency of {p95[best]:.1f} ms vs {p95[base]:.1f} ms for {lab[base]} "
+            f"({ratio:.1f}×)"
+            + (f" for {means[best] - means[base]:+.4f} {h}" if ratio > 1 else "")
+            + (
+                "; as the gain is not significant, the faster baseline is the safer choice."
+                if best not in better and ratio > 1
+                else "."
+            )
+        )
+    out += _segment_wins(data, best)
+    spread = data.consistency.set_index("system")
+    steady = min(data.systems, key=lambda s: (spread.loc[s, "std"], s))
+    fails = {s: spread.loc[s, "zero_share"] for s in data.systems}
+    out.append(
+        f"Consistency: {lab[steady]} varies least across queries (sd {spread.loc[steady, 'std']:.3f}); "
+        "queries scoring 0: " + ", ".join(f"{lab[s]} {fails[s]:.0%}" for s in data.systems) + "."
+    )
+    out += _preferences(data)
+    return out
+
+
+def _segment_wins(data: ReportData, best: str) -> list[str]:
+    wins = []
+    for column, table in data.segments.items():
+        for _, r in table.iterrows():
+            winner = max(data.systems, key=lambda s: r[s])
+            if winner != best and r["queries"] >= 5 and r[winner] > r[best]:
+                wins.append(
+                    f"{data.labels[winner]} on {column} = {r[column]} ({int(r['queries'])} queries, "
+                    f"{r[winner]:.3f} vs {r[best]:.3f})"
+                )
+    if not wins:
+        return [f"{data.labels[best]} is also best in every segment of 5 or more queries."] if data.segments else []
+    return [
+        f"Where {data.labels[best]} is not the best ({data.headline}): "
+        + "; ".join(wins[:6])
+        + ("; …" if len(wins) > 6 else "")
+        + "."
+    ]
+
+
+def _preferences(data: ReportData) -> list[str]:
+    k, out = data.options["k"], []
+    for column, table in data.shares.items():
+        for s in data.systems:
+            ratio = table[s] / table["relevant"].where(table["relevant"] > 0)
+            over = ratio[(table[s] >= 0.05) & (ratio >= 1.3)]
+            if len(over):
+                i = over.idxmax()
+                out.append(
+                    f"{data.labels[s]} over-retrieves {column} = {table.loc[i, column]}: "
+                    f"{table.loc[i, s]:.0%} of its top {k} vs {table.loc[i, 'relevant']:.0%} "
+                    "of relevant documents."
+                )
+    if data.lengths is not None:
+        lengths = data.lengths.set_index("set")
+        relevant = lengths.loc["relevant", "mean_words"]
+        for s in data.systems:
+            mean = lengths.loc[s, "mean_words"]
+            if math.isfinite(relevant) and math.isfinite(mean) and relevant > 0 and not 0.8 <= mean / relevant <= 1.25:
+                kind = "longer" if mean > relevant else "shorter"
+                out.append(
+                    f"{data.labels[s]} favours {kind} documents: {mean:.0f} words on average in its top {k} "
+                    f"vs {relevant:.0f} among relevant documents."
+                )
+    return out
+
+
+def recommendations_section(document: Mapping[str, Any], data: ReportData) -> list[str]:
+    return ["## Recommendations", "", *(f"- {line}" for line in recommendations(document, data)), ""]
+
+
+# ---------------------------------------------------------------------------------------------
