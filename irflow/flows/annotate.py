@@ -15,11 +15,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from irflow.tasks.annotate.config import AnnotateConfig
+
 EXPERIMENT = "irflow-annotate"
-
-
-def default_output(dataset: str) -> Path:
-    return Path("results") / "annotate" / dataset.replace("/", "_")
 
 
 def __getattr__(name: str) -> Any:
@@ -35,6 +33,7 @@ def _annotate_flow() -> Any:
     from prefect.cache_policies import NONE
 
     from irflow.tasks.annotate import pipeline
+    from irflow.tasks.tracking import check_tracking
 
     plan_task = task(name="plan annotation", cache_policy=NONE)(pipeline.plan)
     judge_task = task(name="judge pairs", cache_policy=NONE)(pipeline.judge)
@@ -43,38 +42,10 @@ def _annotate_flow() -> Any:
     track_task = task(name="track annotation", cache_policy=NONE)(log_annotation)
 
     @flow(name="annotate")
-    def annotate_flow(
-        dataset: str,
-        output: str | None = None,
-        split: str | None = None,
-        system: str | None = None,
-        k: int | None = pipeline.DEFAULT_K,
-        queries: int | None = None,
-        judges: tuple[str, ...] = pipeline.DEFAULT_JUDGES,
-        cycles: int = 4,
-        seed: int = 0,
-        ensemble: str = "vote",
-        prior: float = 1.0,
-        price_per_1k: float | None = None,
-        benchmark: tuple[str, ...] = (),
-        track: bool = True,
-    ) -> dict[str, Any]:
-        """Annotate ``dataset`` (candidates → pairs → judges → ensemble → Bradley–Terry → outputs)."""
-        config = pipeline.AnnotateConfig(
-            dataset=dataset,
-            output=output or str(default_output(dataset)),
-            split=split,
-            system=system,
-            k=k,
-            queries=queries,
-            judges=tuple(judges),
-            cycles=cycles,
-            seed=seed,
-            ensemble=ensemble,
-            prior=prior,
-            price_per_1k=price_per_1k,
-            benchmark=tuple(benchmark),
-        )
+    def annotate_flow(config: AnnotateConfig, track: bool = True) -> dict[str, Any]:
+        """Annotate ``config.dataset`` (candidates → pairs → judges → ensemble → Bradley–Terry → outputs)."""
+        if track:
+            check_tracking()  # a store that cannot be written fails now, before any judge is paid
         p = plan_task(config)
         stats = judge_task(p)
         annotation = fit_task(p)
@@ -140,9 +111,9 @@ def metrics_of(summary: dict[str, Any]) -> dict[str, float]:
 def log_annotation(p: Any, summary: dict[str, Any]) -> str:
     """One MLflow run (tasks.tracking): params, metrics, judges, outputs, plots; returns its id.
     Judges are described by name, model and key variable, never by key."""
-    from irflow.tasks.tracking import Tracker, check_tracking
+    from irflow.tasks.tracking import Tracker, tracking_uri
 
-    tracker = Tracker(EXPERIMENT, check_tracking())
+    tracker = Tracker(EXPERIMENT, tracking_uri())  # checked when the flow started
     config = p.config
     folder = Path(config.output)
     run_id = tracker.start(f"annotate {p.dataset.name}", "annotation")
@@ -184,9 +155,10 @@ def log_annotation(p: Any, summary: dict[str, Any]) -> str:
 
 
 def add_annotate_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``irflow annotate`` on the CLI's subparsers."""
+    """Register ``irflow annotate`` on the CLI's subparsers; defaults come from ``AnnotateConfig``."""
     from irflow.tasks.annotate.judges import JUDGE_HELP
 
+    default = AnnotateConfig(dataset="<dataset>")
     p = subparsers.add_parser(
         "annotate",
         help="zELO relevance annotation with a judge ensemble (resumable; --dry-run for the cost)",
@@ -207,23 +179,35 @@ def add_annotate_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="pick candidates as the top K of this system (default: the "
         "dataset's candidates table, as a zbench import has)",
     )
-    p.add_argument("--k", type=int, default=20, help="documents per query (default 20; 0 = no limit)")
+    p.add_argument("--k", type=int, default=default.k, help=f"documents per query (default {default.k}; 0 = no limit)")
     p.add_argument("--queries", type=int, help="annotate only the first N queries (by id)")
     p.add_argument(
         "--judge",
         action="append",
         metavar="SPEC",
-        help="judge spec, repeatable (default: model:minilm and system:bm25, an offline ensemble)",
+        help=f"judge spec, repeatable (default: {' and '.join(default.judges)}, an offline ensemble)",
     )
-    p.add_argument("--cycles", type=int, default=4, help="random cycles per query (default 4: ~8 battles a document)")
-    p.add_argument("--seed", type=int, default=0, help="seed of pairs and A/B swaps (default 0)")
+    p.add_argument(
+        "--cycles",
+        type=int,
+        default=default.cycles,
+        help=f"random cycles per query (default {default.cycles}: ~{2 * default.cycles} battles a document)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=default.seed, help=f"seed of pairs and A/B swaps (default {default.seed})"
+    )
     p.add_argument(
         "--ensemble",
         choices=["vote", "mean"],
-        default="vote",
+        default=default.ensemble,
         help="vote: fraction of judges preferring a document (zbench); mean: mean signed score",
     )
-    p.add_argument("--prior", type=float, default=1.0, help="Bradley-Terry prior: virtual battles per document")
+    p.add_argument(
+        "--prior",
+        type=float,
+        default=default.prior,
+        help=f"Bradley-Terry prior: virtual battles per document (default {default.prior:g})",
+    )
     p.add_argument(
         "--price-per-1k",
         type=float,
@@ -246,28 +230,31 @@ def add_annotate_parser(subparsers: Any) -> argparse.ArgumentParser:
 def cmd_annotate(args: argparse.Namespace) -> int:
     from irflow.tasks.annotate import pipeline
 
+    track = not args.no_track and not args.dry_run
+    if track:
+        from irflow.tasks.tracking import check_tracking
+
+        check_tracking()  # fail fast, before the plan (a --system retrieval) and any judge call
     dataset = args.dataset
     if args.input:
         from irflow.tasks.ingest import import_dataset
 
         dataset = args.name or "zbench-" + re.sub(r"[^A-Za-z0-9._-]+", "-", Path(args.input).stem)
         import_dataset(args.input, "zbench", dataset, split=args.split)
-    judges = tuple(args.judge or pipeline.DEFAULT_JUDGES)
-    output = args.output or str(default_output(dataset))
-    config = pipeline.AnnotateConfig(
+    config = AnnotateConfig(
         dataset=dataset,
-        output=output,
+        output=args.output or "",
         split=args.split,
         system=args.system,
         k=args.k or None,
         queries=args.queries,
-        judges=judges,
         cycles=args.cycles,
         seed=args.seed,
         ensemble=args.ensemble,
         prior=args.prior,
         price_per_1k=args.price_per_1k,
         benchmark=tuple(args.benchmark),
+        **({"judges": tuple(args.judge)} if args.judge else {}),
     )
     planned = pipeline.plan(config)  # no judge is called: the estimate comes before any spending
     estimate = pipeline.estimate(planned)
@@ -281,23 +268,8 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     from irflow.flows import prefect_api
 
     prefect_api.ready()
-    summary = _annotate_flow()(
-        dataset=dataset,
-        output=output,
-        split=args.split,
-        system=args.system,
-        k=args.k or None,
-        queries=args.queries,
-        judges=judges,
-        cycles=args.cycles,
-        seed=args.seed,
-        ensemble=args.ensemble,
-        prior=args.prior,
-        price_per_1k=args.price_per_1k,
-        benchmark=tuple(args.benchmark),
-        track=not args.no_track,
-    )
-    print(_report(summary, output))
+    summary = _annotate_flow()(config, track=track)
+    print(_report(summary, config.output))
     return 0
 
 

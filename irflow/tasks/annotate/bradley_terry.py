@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-DEFAULT_PRIOR = 1.0
+from irflow.tasks.annotate.config import DEFAULT_PRIOR
 
 
 @dataclass(frozen=True)

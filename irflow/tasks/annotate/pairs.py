@@ -20,11 +20,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from irflow.tasks.annotate.config import DEFAULT_CYCLES
 from irflow.tasks.atomic import atomic_path, write_json
 from irflow.tasks.schema import InputError
 
 PAIR_COLUMNS = ("pair_id", "query_id", "doc_a", "doc_b", "cycle")
-DEFAULT_CYCLES = 4
+
 CYCLE_TRIES = 64
 
 

@@ -28,8 +28,9 @@ from irflow.tasks.annotate import benchmark as bench
 from irflow.tasks.annotate import bradley_terry, ensemble, outputs, plots
 from irflow.tasks.annotate.battle import PROMPT_SHA256, PROMPT_VERSION, Judge
 from irflow.tasks.annotate.candidates import Texts, select_candidates
+from irflow.tasks.annotate.config import AnnotateConfig
 from irflow.tasks.annotate.judges import make_judge, parse_judge
-from irflow.tasks.annotate.pairs import DEFAULT_CYCLES, load_or_make_pairs
+from irflow.tasks.annotate.pairs import load_or_make_pairs
 from irflow.tasks.annotate.runner import CostEstimate, JudgeStats, check_judges, estimate_cost, run_judges
 from irflow.tasks.annotate.store import VoteStore, read_votes
 from irflow.tasks.atomic import atomic_path, write_json
@@ -37,29 +38,7 @@ from irflow.tasks.schema import Dataset, InputError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_JUDGES = ("model:minilm", "system:bm25")
-DEFAULT_K = 20
 PLOTTED_QUERIES = 4
-
-
-@dataclass(frozen=True)
-class AnnotateConfig:
-    """Settings of one annotation. ``system`` None = the dataset's own candidates table (zbench import)."""
-
-    dataset: str
-    output: str
-    split: str | None = None
-    system: str | None = None
-    k: int | None = DEFAULT_K
-    queries: int | None = None
-    judges: tuple[str, ...] = DEFAULT_JUDGES
-    cycles: int = DEFAULT_CYCLES
-    seed: int = 0
-    ensemble: str = "vote"
-    prior: float = bradley_terry.DEFAULT_PRIOR
-    price_per_1k: float | None = None
-    benchmark: tuple[str, ...] = ()
-    ks: tuple[int, ...] = (5, 10)
 
 
 @dataclass
