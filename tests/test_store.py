@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from collections.abc import Callable
@@ -256,6 +257,37 @@ def test_failure_at_any_point_of_a_build_leaves_the_old_version(
     assert not temporaries()
 
 
+KILLED_IMPORT = """
+import sys, time
+from irflow.tasks.ingest import canonical, import_dataset
+real = canonical.write_split
+def stall(*args, **kwargs):
+    manifest = real(*args, **kwargs)
+    print("written", flush=True)
+    time.sleep(600)
+canonical.write_split = stall
+import_dataset(sys.argv[1], "beir", "keep")
+"""
+
+
+def test_an_import_killed_mid_build_loses_nothing_and_its_leftovers_are_cleaned(tmp_path: Path) -> None:
+    ingest.import_dataset(write_beir(tmp_path / "good", DOCS, QUERIES, QRELS), "beir", "keep")
+    before = snapshot(store.dataset_dir("keep"))
+    other = write_beir(tmp_path / "other", DOCS[:2], QUERIES, "q1\td1\t1\n")
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_IMPORT, str(other)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "written"
+        leftovers = temporaries()
+        assert leftovers, "the new version is being built beside the old one"
+    finally:
+        proc.kill()  # SIGKILL: no clean-up code runs
+        proc.wait()
+    assert snapshot(store.dataset_dir("keep")) == before
+    assert ingest.load_dataset("keep").grades() == {0: 1, 1: 1, 2: 1}
+    ingest.import_dataset(other, "beir", "next")  # the next ingestion in the store removes the dead writer's folder
+    assert not temporaries() and not any(p.exists() for p in leftovers)
+
+
 # ----------------------------------------------------------------------------- names
 
 
@@ -326,6 +358,38 @@ def test_four_processes_ingesting_at_once_all_succeed_twenty_times(tmp_path: Pat
     for d in dirs:
         assert not [p for p in Path(d).rglob("*") if atomic.is_temp_name(p.name)]
     print(f"{rounds} rounds x {workers} processes in {time.monotonic() - start:.1f} s")
+
+
+def test_readers_never_see_a_half_replaced_dataset(tmp_path: Path) -> None:
+    versions = [
+        write_beir(tmp_path / "v1", DOCS, QUERIES, QRELS),
+        write_beir(tmp_path / "v2", DOCS[:2], QUERIES, "q1\td1\t1\n"),
+    ]
+    ingest.import_dataset(versions[0], "beir", "keep")
+    done, seen, errors = threading.Event(), set(), []
+
+    def read() -> None:
+        while not done.is_set():
+            try:
+                dataset = ingest.load_dataset("keep")
+                assert len(dataset.corpus) == dataset.manifest["documents"]
+                assert len(dataset.qrels) == dataset.manifest["judgements"]
+                seen.add(len(dataset.corpus))
+            except Exception as err:  # every failure is the finding
+                errors.append(repr(err))
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for thread in readers:
+        thread.start()
+    try:
+        for i in range(30):
+            ingest.import_dataset(versions[i % 2], "beir", "keep")
+    finally:
+        done.set()
+        for thread in readers:
+            thread.join(timeout=60)
+    assert not errors, errors[:3]
+    assert seen == {2, 3}, "the readers saw both versions"
 
 
 def test_four_cli_processes_at_once(tmp_path: Path) -> None:

@@ -173,8 +173,11 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(b))
 
 
-def replace_dir(new: Path, target: Path) -> None:
+def replace_dir(new: Path, target: Path, *, remove_old: bool = True) -> Path | None:
     """Put the finished folder ``new`` at ``target``, replacing any folder there; ``new`` is consumed.
+
+    Returns where the old folder went when ``remove_old`` is False (the caller removes it, e.g.
+    after releasing a lock: no reader can reach it there), else None.
 
     Where the kernel can swap two paths (Linux), a reader sees the old folder or the new one,
     never neither. Elsewhere the old folder is first renamed to an owned ``.old`` name, then the new
@@ -183,14 +186,17 @@ def replace_dir(new: Path, target: Path) -> None:
     """
     if not target.exists():
         os.rename(new, target)
-        return
+        return None
     if _exchange(new, target):
-        _remove(new)  # now holds the old folder
-        return
-    old = target.parent / temp_name(target.name, "old")
-    os.rename(target, old)
-    os.rename(new, target)
+        old = new  # now holds the old folder
+    else:
+        old = target.parent / temp_name(target.name, "old")
+        os.rename(target, old)
+        os.rename(new, target)
+    if not remove_old:
+        return old
     _remove(old)
+    return None
 
 
 @contextlib.contextmanager
@@ -200,6 +206,8 @@ def publish_dir(target: str | os.PathLike[str], *, replace: bool = False, lock: 
     ``replace=False`` (content-addressed caches): if another process published ``target`` first,
     its folder (built from the same inputs) is kept and this one dropped. ``replace=True``: the new
     folder replaces any existing one (:func:`replace_dir`); callers serialise writers with a lock.
+    ``lock``: a :func:`file_lock` path held exclusively for the rename only (readers hold it shared,
+    so none is reading the old folder when it moves away; it is removed after the lock is released).
     A failure leaves ``target`` as it was and no temporary folder behind.
     """
     target = Path(target)
@@ -207,15 +215,18 @@ def publish_dir(target: str | os.PathLike[str], *, replace: bool = False, lock: 
         build = tmp / "out"
         build.mkdir()
         yield build
+        old = None
         with file_lock(lock) if lock else contextlib.nullcontext():
             if replace:
-                replace_dir(build, target)
-                return
-            try:
-                os.rename(build, target)
-            except OSError:
-                if not target.is_dir():
-                    raise
+                old = replace_dir(build, target, remove_old=False)
+            else:
+                try:
+                    os.rename(build, target)
+                except OSError:
+                    if not target.is_dir():
+                        raise
+        if old is not None:
+            _remove(old)  # outside the lock: readers of the new folder need not wait for this
 
 
 # ----------------------------------------------------------------------------- locks

@@ -64,9 +64,9 @@ def load_dataset(name: str, split: str | None = None) -> Dataset:
     """
     split = store.check_split(split or default_split(name))
     if name in EMBEDDED or name.startswith("beir/"):
-        if name.startswith("beir/") and split not in beir.entry(name).splits:
-            item = beir.entry(name)
-            raise UnknownNameError(f"{name} has no split {split!r}; available: {', '.join(item.splits)}")
+        splits = beir.available_splits(EMBEDDED[name]) if name in EMBEDDED else list(beir.entry(name).splits)
+        if split not in splits:
+            raise UnknownNameError(f"{name} has no split {split!r}; available: {', '.join(splits)}")
         return _ensure(name, split)
     with store.reading(name):
         if store.has_split(name, split):

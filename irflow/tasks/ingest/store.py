@@ -10,8 +10,8 @@ one rename (:func:`irflow.tasks.atomic.replace_dir`). Two locks per name, in ``d
 
 * ``<name>.build`` — exclusive while one process builds the dataset, so concurrent ingestions of
   the same name run one after the other (the later ones then find it stored);
-* ``<name>.read`` — shared while a reader reads the files, exclusive only for the swap and the
-  removal of the old folder, so a reader never sees a half-replaced dataset and never waits for a build.
+* ``<name>.read`` — shared while a reader reads the files, exclusive only for the swap, so a
+  reader never sees a half-replaced dataset and never waits for a build.
 """
 
 from __future__ import annotations
