@@ -69,8 +69,8 @@ def main() -> None:
         os.environ["IRFLOW_CACHE_DIR"] = str(Path(tmp) / "cache")
         from irflow.tasks.ingest import import_dataset, load_dataset
 
-        import_dataset(SHARED / "scifact.zip", "beir", "bench/scifact")
-        dataset = load_dataset("bench/scifact", "test")
+        import_dataset(SHARED / "scifact.zip", "beir", "bench-scifact")
+        dataset = load_dataset("bench-scifact", "test")
         import bm25s
         import rank_bm25
 
