@@ -246,7 +246,7 @@ def test_retrieve_hybrid_is_rrf_of_members(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_retrieve_rerank_rescores_top_n(monkeypatch: pytest.MonkeyPatch) -> None:
-    from irflow.tasks import embed
+    from irflow.tasks import models
 
     calls: list[tuple[str, list]] = []
 
@@ -254,7 +254,7 @@ def test_retrieve_rerank_rescores_top_n(monkeypatch: pytest.MonkeyPatch) -> None
         calls.append((model, items))
         return [[float(len(doc)) for doc in docs] for _, docs in items]  # longer document = more relevant
 
-    monkeypatch.setattr(embed, "score_pairs_many", score_pairs_many)
+    monkeypatch.setattr(models, "score_pairs_many", score_pairs_many)
     dataset = tiny_dataset()
     first = retrieve(dataset, "bm25", depth=10).run
     result = retrieve(dataset, "rerank(top=2):minilm@bm25", depth=10)

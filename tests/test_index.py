@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from _scifact import scifact
 
-from irflow.tasks import embed
+from irflow.tasks import embed, embed_cache, models
 from irflow.tasks.index import build_index, resolve_params
 from irflow.tasks.schema import InputError, UnknownNameError
 
@@ -15,13 +15,13 @@ from irflow.tasks.schema import InputError, UnknownNameError
 def vectors(tmp_path_factory):
     """(document vectors, query vectors) of a 300-document SciFact subset."""
     dataset = scifact(300)
-    model = embed.resolve_model("minilm")
+    model = models.resolve_model("minilm")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("IRFLOW_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        docs = embed.embed_texts(
+        docs = embed_cache.embed_texts(
             dataset.corpus["doc_id"], embed.document_texts(dataset.corpus), model, role="document", max_seq_length=128
         )
-        queries = embed.embed_texts(
+        queries = embed_cache.embed_texts(
             dataset.queries["query_id"], dataset.queries["text"], model, role="query", max_seq_length=128
         )
     return docs.vectors, queries.vectors

@@ -335,7 +335,7 @@ def _write_dataset(folder: Path, documents: int, queries: int = 12) -> Path:
 def test_dask_runner_gives_the_same_results(shared: Shared, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from irflow.flows.evaluate import evaluate_flow
     from irflow.flows.stages import task_runner_scope
-    from irflow.tasks.embed import CHUNK_SIZE
+    from irflow.tasks.embed_cache import CHUNK_SIZE
     from irflow.tasks.ingest import import_dataset
     from irflow.tasks.tracking import TrackingOptions
 

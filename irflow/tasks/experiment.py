@@ -151,7 +151,7 @@ def models_of(system: str) -> list[str]:
 
 def check_models(systems: Sequence[str]) -> None:
     """Resolve every model of the systems now (cheap: no weights are loaded) so a bad name fails early."""
-    from irflow.tasks.embed import resolve_model
+    from irflow.tasks.models import resolve_model
 
     for system in systems:
         for model in models_of(system):

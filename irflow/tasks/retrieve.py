@@ -238,12 +238,13 @@ class _DenseOnline(Searcher[DenseSpec]):
     """Corpus vectors and index prepared once; each call encodes its queries (latency measurement)."""
 
     def __init__(self, dataset: Dataset, spec: DenseSpec) -> None:
-        from irflow.tasks import embed
+        from irflow.tasks.embed import embed_corpus
         from irflow.tasks.index import build_index
+        from irflow.tasks.models import resolve_model
 
         super().__init__(dataset, spec)
-        self.model = embed.resolve_model(spec.model)
-        docs = embed.embed_corpus(dataset, spec, model=self.model)
+        self.model = resolve_model(spec.model)
+        docs = embed_corpus(dataset, spec, model=self.model)
         self.doc_ids = np.asarray(docs.ids, dtype=object)
         self.index = build_index(docs.vectors, spec.index, spec.index_params, cache_dir=docs.path)
         self.prompt = self.model.prompt("query", spec.query_prompt)
@@ -254,10 +255,10 @@ class _DenseOnline(Searcher[DenseSpec]):
         )
 
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
-        from irflow.tasks import embed
+        from irflow.tasks.models import encode
 
         spec = self.spec
-        vectors = embed.encode(
+        vectors = encode(
             self.model,
             queries["text"].fillna("").astype(str).tolist(),
             prompt=self.prompt,
@@ -308,7 +309,7 @@ class _Rerank(Searcher[RerankSpec]):
         self.info.update(first_stage=first_stage.info, rerank_model=spec.model, rerank_top=spec.top)
 
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
-        from irflow.tasks import embed
+        from irflow.tasks import models
 
         spec = self.spec
         run = self.first_stage(queries, max(depth, spec.top))
@@ -319,6 +320,6 @@ class _Rerank(Searcher[RerankSpec]):
         texts = head["doc_id"].map(self.doc_text)
         items = [(str(query_text[qid]), group.tolist()) for qid, group in texts.groupby(head["query_id"], sort=False)]
         start = time.perf_counter()
-        scores = embed.score_pairs_many(spec.model, items) if items else []
+        scores = models.score_pairs_many(spec.model, items) if items else []
         self.info["rerank_seconds"] = self.info.get("rerank_seconds", 0.0) + time.perf_counter() - start
         return apply_rerank(run, spec.top, [s for row in scores for s in row])

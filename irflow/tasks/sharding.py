@@ -18,6 +18,8 @@ from typing import Any
 
 from irflow.tasks import embed
 from irflow.tasks.config import cache_dir
+from irflow.tasks.embed_cache import CHUNK_SIZE, encode_chunks
+from irflow.tasks.models import resolve_model
 from irflow.tasks.schema import Dataset
 from irflow.tasks.systems import DenseSpec, SystemSpec, as_spec, leaves
 
@@ -43,7 +45,7 @@ class EmbedJob:
 def corpus_job(dataset: Dataset, spec: DenseSpec) -> EmbedJob:
     """The corpus encoding of ``spec`` on ``dataset``, keyed exactly as ``tasks.embed.embed_corpus`` keys it."""
     key = embed.corpus_key(dataset, spec)
-    chunks = -(-len(dataset.corpus) // embed.CHUNK_SIZE)
+    chunks = -(-len(dataset.corpus) // CHUNK_SIZE)
     return EmbedJob(str(spec), spec.model, key, cache_dir() / "embeddings" / key, chunks)
 
 
@@ -69,9 +71,9 @@ def encode_shard(dataset: Dataset, job: EmbedJob, chunk_indices: Sequence[int]) 
     """Make parts ``chunk_indices`` of the job exist (encoding the missing ones); returns counts and seconds."""
     spec = as_spec(job.system)
     assert isinstance(spec, DenseSpec)
-    model = embed.resolve_model(spec.model)
+    model = resolve_model(spec.model)
     start = time.perf_counter()
-    counts = embed.encode_chunks(
+    counts = encode_chunks(
         job.key_dir,
         dataset.corpus["doc_id"].astype(str).tolist(),
         embed.document_texts(dataset.corpus),
