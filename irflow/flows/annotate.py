@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from irflow.tasks.annotate.config import AnnotateConfig
+from irflow.tasks.annotate.config import JUDGE_HELP, AnnotateConfig
 
 EXPERIMENT = "irflow-annotate"
 
@@ -156,8 +156,6 @@ def log_annotation(p: Any, summary: dict[str, Any]) -> str:
 
 def add_annotate_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``irflow annotate`` on the CLI's subparsers; defaults come from ``AnnotateConfig``."""
-    from irflow.tasks.annotate.judges import JUDGE_HELP
-
     default = AnnotateConfig(dataset="<dataset>")
     p = subparsers.add_parser(
         "annotate",

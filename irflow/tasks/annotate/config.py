@@ -14,6 +14,20 @@ DEFAULT_K = 20  # candidates per query
 DEFAULT_CYCLES = 4  # random cycles per query: ~2 x cycles battles a document
 DEFAULT_PRIOR = 1.0  # Bradley-Terry prior: virtual battles per document
 
+# The judge spec grammar for --help and parse errors: here, not in judges.py, so that `irflow --help`
+# imports no pandas (judges.py imports the judges and their battles).
+JUDGE_HELP = """\
+judge specs (kind[(options)]:target):
+  openai:MODEL[@BASE_URL]      OpenAI-compatible chat API, e.g. openai:gpt-4o-mini,
+                               openai:qwen2.5@http://127.0.0.1:8000/v1 (vLLM, Ollama, ...)
+                               options: name, concurrency, price, key_env (default OPENAI_API_KEY), max_retries,
+                               backoff, timeout, max_tokens, max_chars, response_format=json_object|json_schema|none
+  anthropic:MODEL              Claude via the anthropic SDK (pip install 'irflow[anthropic]'; ANTHROPIC_API_KEY)
+  gemini:MODEL                 Gemini via the google-genai SDK (pip install 'irflow[gemini]'; GEMINI_API_KEY)
+                               options of both: name, concurrency, price, key_env, max_tokens, max_chars, base_url
+  model:MODEL                  local: an irflow relevance model, e.g. model:minilm (options: name, scale)
+  system:SPEC                  local: an irflow system's scores, e.g. system:bm25 (options: name, scale, depth)"""
+
 
 def default_output(dataset: str) -> Path:
     """Where an annotation of ``dataset`` goes unless told otherwise."""

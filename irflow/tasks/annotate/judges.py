@@ -34,6 +34,7 @@ from typing import Any
 import pandas as pd
 
 from irflow.tasks.annotate.battle import DEFAULT_PRICE_PER_1K, Judge, JudgeSetupError
+from irflow.tasks.annotate.config import JUDGE_HELP
 from irflow.tasks.annotate.llm_judges import AnthropicJudge, GeminiJudge, OpenAIJudge
 from irflow.tasks.annotate.local_judges import ScoreJudge, model_scores, system_scores
 from irflow.tasks.schema import Dataset, InputError, UnknownNameError
@@ -76,17 +77,6 @@ _OPTIONS = {
     "model": {"name", "scale"},
     "system": {"name", "scale", "depth"},
 }
-JUDGE_HELP = """\
-judge specs (kind[(options)]:target):
-  openai:MODEL[@BASE_URL]      OpenAI-compatible chat API, e.g. openai:gpt-4o-mini,
-                               openai:qwen2.5@http://127.0.0.1:8000/v1 (vLLM, Ollama, ...)
-                               options: name, concurrency, price, key_env (default OPENAI_API_KEY), max_retries,
-                               backoff, timeout, max_tokens, max_chars, response_format=json_object|json_schema|none
-  anthropic:MODEL              Claude via the anthropic SDK (pip install 'irflow[anthropic]'; ANTHROPIC_API_KEY)
-  gemini:MODEL                 Gemini via the google-genai SDK (pip install 'irflow[gemini]'; GEMINI_API_KEY)
-                               options of both: name, concurrency, price, key_env, max_tokens, max_chars, base_url
-  model:MODEL                  local: an irflow relevance model, e.g. model:minilm (options: name, scale)
-  system:SPEC                  local: an irflow system's scores, e.g. system:bm25 (options: name, scale, depth)"""
 
 
 def parse_judge(text: str) -> JudgeSpec:
