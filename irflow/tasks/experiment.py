@@ -22,14 +22,14 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from irflow.tasks.ingest import check_name
 from irflow.tasks.metrics import expand, parse_measures
-from irflow.tasks.schema import InputError, UnknownNameError
+from irflow.tasks.schema import Correction, InputError, UnknownNameError
 from irflow.tasks.systems import DenseSpec, RerankSpec, as_spec, walk
 
 EXPERIMENT_DEFAULT_SYSTEMS = ["bm25", "dense:minilm", "hybrid:bm25+dense:minilm"]
@@ -44,7 +44,7 @@ class Regression(BaseModel):
 
     threshold: float = Field(0.01, ge=0, description="smallest drop (absolute, metric units) that counts")
     alpha: float = Field(0.05, gt=0, lt=1, description="significance level after correction")
-    correction: Literal["holm", "bonferroni"] = "holm"
+    correction: Correction = "holm"
     metrics: list[str] = Field(default_factory=list, description="metrics watched (default: all of the experiment's)")
     permutations: int = Field(10_000, ge=100, description="sign flips of the randomization test")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -23,6 +23,10 @@ CORPUS_COLUMNS = ("doc_id", "title", "text")
 QUERY_COLUMNS = ("query_id", "text")
 QRELS_COLUMNS = ("query_id", "doc_id", "relevance")
 RUN_COLUMNS = ("query_id", "doc_id", "score", "rank")
+
+Correction = Literal["holm", "bonferroni"]
+"""A multiple-comparison correction (``significance.correct``). Here, not in significance.py, so that
+an experiment spec can name one without importing scipy (~1.3 s)."""
 
 RetrievalInfo = dict[str, Any]
 """What a retrieval reports about how it ran, one node per system of its spec (``RunResult.info``).

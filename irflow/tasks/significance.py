@@ -25,16 +25,15 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, get_args
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from irflow.tasks.schema import InputError, UnknownNameError
+from irflow.tasks.schema import Correction, InputError, UnknownNameError
 
-Correction = Literal["holm", "bonferroni"]
-CORRECTIONS = ("holm", "bonferroni")
+CORRECTIONS: tuple[str, ...] = get_args(Correction)
 PER_QUERY_COLUMNS = ("system", "query_id", "metric", "value")
 _CHUNK_CELLS = 4_000_000  # resampling matrices are built in chunks of at most this many cells
 
@@ -317,6 +316,7 @@ __all__ = [
     "COMPARISON_COLUMNS",
     "CORRECTIONS",
     "Comparison",
+    "Correction",
     "align",
     "bootstrap_ci",
     "compare",
