@@ -289,6 +289,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def entry_point() -> None:
     """The ``irflow`` console command: :func:`main`, then a quick exit.
 
@@ -298,7 +302,11 @@ def entry_point() -> None:
     MLflow, logging) still run, and results are already written and closed by then.
     """
     import gc
+    import signal
 
+    # SIGTERM (a scheduler stopping the job, `kill PID`) unwinds like Ctrl-C, so the temporary Prefect
+    # server and the Dask cluster are stopped and no half-written result is left behind.
+    signal.signal(signal.SIGTERM, _terminated)
     code = main()
     gc.freeze()
     sys.exit(code)

@@ -7,7 +7,9 @@ the same temporary server (Prefect's API app under uvicorn with ``PREFECT__SERVE
 command Prefect's own ephemeral mode runs, on the same database) as soon as the command line is
 parsed, in a subprocess, so its start-up overlaps the validation and library imports that follow;
 ``ready()`` then waits for whatever is left and points Prefect at it. The server is stopped by its
-process id when the command ends, after Prefect's log and event workers have flushed into it.
+process id when the command ends, after Prefect's log and event workers have flushed into it; if
+the command is killed before it can, the server notices its parent is gone and stops itself
+(:mod:`irflow.flows.child`), so no server is ever orphaned.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class TemporaryServer:
             [
                 sys.executable,
                 "-m",
+                "irflow.flows.child",  # dies with this process, also when it is killed (see child.py)
+                str(os.getpid()),
                 "uvicorn",
                 "--factory",
                 "prefect.server.api.server:create_app",
