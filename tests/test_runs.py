@@ -1,4 +1,4 @@
-"""Run tables: trec_eval order and ties, cut-offs, identical ids, TREC/Parquet files, RRF, rerank order."""
+"""Run tables: trec_eval order and ties, cut-offs, identical ids, TREC files, RRF, rerank order."""
 
 from __future__ import annotations
 
@@ -13,11 +13,8 @@ from irflow.tasks.runs import (
     MAX_DEPTH,
     drop_identical_ids,
     order_run,
-    read_parquet,
     read_trec,
-    truncate,
     validate_depth,
-    write_parquet,
     write_trec,
 )
 from irflow.tasks.schema import InputError
@@ -71,11 +68,7 @@ def test_order_matches_trec_eval_tie_breaking() -> None:
     assert evaluate(ours)["q"]["recip_rank"] == evaluate(theirs)["q"]["recip_rank"] == pytest.approx(1 / 3)
 
 
-def test_truncate_and_depth_validation() -> None:
-    run = order_run(run_of([("q", f"d{i}", float(i)) for i in range(10)] + [("r", "x", 1.0)]))
-    top = truncate(run, 3)
-    assert ranked(top) == [("q", "d9", 1), ("q", "d8", 2), ("q", "d7", 3), ("r", "x", 1)]
-    assert ranked(truncate(run.drop(columns="rank"), 3)) == ranked(top)
+def test_depth_validation() -> None:
     assert validate_depth(MAX_DEPTH) == MAX_DEPTH
     for bad in (0, -1, MAX_DEPTH + 1, 1.5, "10", True, None):
         with pytest.raises(InputError, match="depth must be an integer between 1 and 1000"):
@@ -168,16 +161,9 @@ def test_write_trec_rejects_what_trec_cannot_hold(tmp_path: Path) -> None:
         write_trec(order_run(run_of([("q1", "d1", 1.0), ("q1", "d1", 2.0)])), tmp_path / "a.trec", "t")
     with pytest.raises(InputError, match="NaN"):
         write_trec(order_run(run_of([("q1", "d1", float("nan"))])), tmp_path / "a.trec", "t")
+    with pytest.raises(InputError, match=r"lacks columns \['rank'\]"):
+        write_trec(run_of([("q1", "d1", 1.0)]), tmp_path / "a.trec", "t")
     assert not (tmp_path / "a.trec").exists()
-
-
-def test_parquet_round_trip(tmp_path: Path) -> None:
-    run = order_run(run_of([("q1", "d1", 0.1), ("q1", "d2", 0.2), ("q2", "d1", 1 / 3)]))
-    path = write_parquet(run.iloc[::-1], tmp_path / "run.parquet")
-    pd.testing.assert_frame_equal(read_parquet(path), run)
-    pd.DataFrame({"query_id": ["q"]}).to_parquet(tmp_path / "bad.parquet")
-    with pytest.raises(InputError, match="lacks columns"):
-        read_parquet(tmp_path / "bad.parquet")
 
 
 def test_rrf_hand_example() -> None:

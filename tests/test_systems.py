@@ -93,7 +93,7 @@ def test_parsed_fields() -> None:
     assert parse_system("bm25:backend=rank_bm25").method == "okapi"
     dense = parse_system("dense(max_seq_length=128,index=hnsw,M=32):minilm")
     assert dense == DenseSpec(model="minilm", max_seq_length=128, index="hnsw", index_params=(("M", "32"),))
-    assert dense.model == MINILM and dense.index_options() == {"M": 32}
+    assert dense.model == MINILM and dense.index_params == (("M", "32"),)
     assert parse_system('dense(query_prompt="query: "):m/x').query_prompt == "query: "
     hybrid = parse_system("hybrid(k=30,weights=2:1):bm25+dense:minilm")
     assert isinstance(hybrid, HybridSpec) and hybrid.k == 30 and hybrid.weights == (2.0, 1.0)

@@ -308,34 +308,6 @@ def embed_texts(
     return Embeddings(ids, vectors, key, key_dir, counts["encoded"], counts["from_cache"], info)
 
 
-def load_embeddings(key_dir: str | Path) -> tuple[list[str], np.ndarray]:
-    """``(ids, vectors)`` of a finished key directory, in part order (no texts needed).
-
-    For consumers that hold only a key (a later flow step, a Dask driver). Raises
-    FileNotFoundError unless ``_COMPLETE`` exists and every part it counts is readable.
-    """
-    import pyarrow.parquet as pq
-
-    key_dir = Path(key_dir)
-    complete = json.loads((key_dir / "_COMPLETE").read_text())
-    ids: list[str] = []
-    matrices = []
-    for chunk in range(complete["chunks"]):
-        path = part_path(key_dir, chunk)
-        try:
-            part_ids = pq.read_table(path, columns=["id"]).column("id").to_pylist()
-        except Exception as err:
-            raise FileNotFoundError(f"unreadable cache part {path}: {err}") from err
-        matrix = read_part(path, part_ids)
-        if matrix is None:
-            raise FileNotFoundError(f"invalid cache part {path}")
-        ids += part_ids
-        matrices.append(matrix)
-    if len(ids) != complete["count"]:
-        raise FileNotFoundError(f"{key_dir}: {len(ids)} vectors, _COMPLETE says {complete['count']}")
-    return ids, np.concatenate(matrices) if matrices else np.empty((0, complete["dim"]), np.float32)
-
-
 def _content_hash(ids: Sequence[str], texts: Sequence[str]) -> str:
     digest = hashlib.sha256()
     for i, t in zip(ids, texts):

@@ -1,4 +1,4 @@
-"""Run tables ``(query_id, doc_id, score, rank)``: trec_eval ordering, cut-offs, TREC and Parquet files.
+"""Run tables ``(query_id, doc_id, score, rank)``: trec_eval ordering, cut-offs, TREC files.
 
 Every run irflow stores or scores goes through ``order_run``, so the rank column always agrees
 with the order trec_eval itself would use (score descending, ties by doc id descending), and the
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.atomic import atomic_open, atomic_path
+from irflow.tasks.atomic import atomic_open
 from irflow.tasks.schema import RUN_COLUMNS, InputError
 
 DEFAULT_DEPTH = 100
@@ -50,14 +50,6 @@ def order_run(run: pd.DataFrame) -> pd.DataFrame:
     )
     df["rank"] = df.groupby("query_id", sort=False).cumcount().add(1).astype("int64")
     return df
-
-
-def truncate(run: pd.DataFrame, depth: int) -> pd.DataFrame:
-    """Keep the top ``depth`` hits of every query (ordering first if the table has no rank yet)."""
-    depth = validate_depth(depth)
-    if "rank" not in run.columns:
-        run = order_run(run)
-    return run[run["rank"] <= depth].reset_index(drop=True)
 
 
 def drop_identical_ids(run: pd.DataFrame) -> pd.DataFrame:
@@ -159,25 +151,3 @@ def _fail_at(mask: pd.Series | np.ndarray, lineno: np.ndarray, values: pd.Series
     if hits.size:
         i = int(hits[0])
         raise InputError(f"{problem}, got {values.iloc[i]!r}", path=str(path), line=int(lineno[i]))
-
-
-def write_parquet(run: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
-    """Write ``run`` (in trec_eval order, run columns only) to Parquet, atomically."""
-    path = Path(path)
-    _check(run, str(path))
-    with atomic_path(path) as tmp:
-        order_run(run).to_parquet(tmp, index=False)
-    return path
-
-
-def read_parquet(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """Read a run table written by ``write_parquet`` (or any Parquet file with the run columns)."""
-    path = Path(path)
-    try:
-        run = pd.read_parquet(path)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read run table: {exc}", path=str(path)) from None
-    _check(run, str(path))
-    return run.loc[:, list(RUN_COLUMNS)].astype(
-        {"query_id": "str", "doc_id": "str", "score": "float64", "rank": "int64"}
-    )

@@ -19,9 +19,6 @@ from typing import Any, Literal
 
 import pandas as pd
 
-CORPUS_COLUMNS = ("doc_id", "title", "text")
-QUERY_COLUMNS = ("query_id", "text")
-QRELS_COLUMNS = ("query_id", "doc_id", "relevance")
 RUN_COLUMNS = ("query_id", "doc_id", "score", "rank")
 
 Correction = Literal["holm", "bonferroni"]

@@ -168,7 +168,7 @@ class DenseSpec(_Spec):
 
     ``model`` is a Hugging Face name or a local directory (aliases in ``MODEL_ALIASES`` are
     resolved here). ``index_params`` holds the index's integer parameters (``INDEX_PARAMS``) as
-    sorted ``(key, str(int))`` pairs; ``index_options()`` gives them as a dict of ints.
+    sorted ``(key, str(int))`` pairs.
     """
 
     model: str
@@ -192,9 +192,6 @@ class DenseSpec(_Spec):
         for key in params:
             _choice("index parameter", key, INDEX_PARAMS[self.index], f"index={self.index}")
         self._set("index_params", tuple(sorted((k, str(_positive_int(k, v))) for k, v in params.items())))
-
-    def index_options(self) -> dict[str, int]:
-        return {k: int(v) for k, v in self.index_params}
 
 
 @dataclass(frozen=True)

@@ -50,9 +50,6 @@ class JudgeSpec:
     target: str
     options: tuple[tuple[str, str], ...] = ()
 
-    def option(self, key: str, default: Any = None) -> Any:
-        return dict(self.options).get(key, default)
-
     def __str__(self) -> str:
         opts = ",".join(f"{k}={v}" for k, v in self.options)
         return f"{self.kind}{f'({opts})' if opts else ''}:{self.target}"

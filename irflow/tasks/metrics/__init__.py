@@ -18,40 +18,26 @@ duplicate (query_id, doc_id) rows are an error.
 
 Layout follows ranx and ir_measures: one module per family (``ndcg``, ``precision``, ``recall``,
 ``reciprocal_rank``, ``average_precision``, ``success``, ``rprec``), each holding a vectorised
-``compute(ranking, measures, relevance_level)`` over the shared grade matrix of ``_core``, a thin
-per-query function (``ndcg(run, qrels, k=10)`` ...) and the family's one declaration
-(:class:`Family`), registered on import. ``measures`` holds the registry and the :class:`Measure`
-spec; ``evaluate`` runs the registered families and never imports a family module.
+``compute(ranking, measures, relevance_level)`` over the shared grade matrix of ``_core`` and the
+family's one declaration (:class:`Family`), registered on import (below). ``measures`` holds the
+registry and the :class:`Measure` spec; ``evaluate`` runs the registered families and never imports
+a family module.
 """
 
 from __future__ import annotations
 
-from .average_precision import average_precision
+from . import average_precision, ndcg, precision, recall, reciprocal_rank, rprec, success  # noqa: F401 (registers)
 from .evaluate import COLUMNS, evaluate, mean
 from .measures import FAMILIES, Family, Measure, expand, parse_measure, parse_measures
-from .ndcg import ndcg
-from .precision import precision
-from .recall import capped_recall, recall
-from .reciprocal_rank import reciprocal_rank
-from .rprec import rprec
-from .success import success
 
 __all__ = [
     "COLUMNS",
     "FAMILIES",
     "Family",
     "Measure",
-    "average_precision",
-    "capped_recall",
     "evaluate",
     "expand",
     "mean",
-    "ndcg",
     "parse_measure",
     "parse_measures",
-    "precision",
-    "recall",
-    "reciprocal_rank",
-    "rprec",
-    "success",
 ]

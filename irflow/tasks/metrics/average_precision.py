@@ -11,10 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
 from ._core import Ranking, safe_div
-from .evaluate import per_query
 from .measures import Family, Measure, register
 
 
@@ -30,11 +28,6 @@ def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int)
             sums[rel] = np.cumsum(np.where(ranking.relevant(rel), prec, 0.0), axis=1)
         out.append(safe_div(sums[rel][:, ranking.column(m.cutoff)], ranking.num_rel(rel)))
     return out
-
-
-def average_precision(run: pd.DataFrame, qrels: pd.DataFrame, k: int | None = None, *, rel: int = 1) -> pd.Series:
-    """Per-query AP@k (k=None: uncut, trec_eval map), indexed by query_id."""
-    return per_query(Measure(AP.name, k, rel=rel), run, qrels)
 
 
 AP = register(

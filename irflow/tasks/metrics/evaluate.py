@@ -97,9 +97,3 @@ def mean(per_query: pd.DataFrame) -> dict[str, float]:
         return {}
     means = per_query.groupby("measure", sort=False)["value"].mean()
     return {str(k): float(v) for k, v in means.items()}
-
-
-def per_query(measure: Measure, run: pd.DataFrame, qrels: pd.DataFrame) -> pd.Series:
-    """Per-query values of one measure, indexed by query_id (the family modules' thin functions)."""
-    table = evaluate(run, qrels, [measure])
-    return pd.Series(table["value"].to_numpy(), index=pd.Index(table["query_id"], name="query_id"), name=measure.name)

@@ -15,10 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
 from ._core import Ranking, safe_div
-from .evaluate import per_query
 from .measures import Family, Measure, register
 
 
@@ -43,11 +41,6 @@ def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int)
         icol = idcg.shape[1] - 1 if m.cutoff is None else min(m.cutoff, idcg.shape[1]) - 1
         out.append(safe_div(dcg[:, ranking.column(m.cutoff)], idcg[:, icol]))
     return out
-
-
-def ndcg(run: pd.DataFrame, qrels: pd.DataFrame, k: int | None = 10, *, dcg: str = "log2") -> pd.Series:
-    """Per-query nDCG@k (k=None: uncut), indexed by query_id."""
-    return per_query(Measure(NDCG.name, k, dcg=dcg), run, qrels)
 
 
 NDCG = register(

@@ -10,10 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
 from ._core import Ranking
-from .evaluate import per_query
 from .measures import Family, Measure, register
 
 
@@ -24,11 +22,6 @@ def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int)
         assert m.cutoff is not None  # P requires a cutoff (Measure checks it)
         out.append(ranking.relevant_at(m.relevance(relevance_level), m.cutoff) / float(m.cutoff))
     return out
-
-
-def precision(run: pd.DataFrame, qrels: pd.DataFrame, k: int = 10, *, rel: int = 1) -> pd.Series:
-    """Per-query P@k (grade >= rel is relevant), indexed by query_id."""
-    return per_query(Measure(P.name, k, rel=rel), run, qrels)
 
 
 P = register(

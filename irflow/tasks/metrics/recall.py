@@ -12,10 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
 from ._core import Ranking, safe_div
-from .evaluate import per_query
 from .measures import Family, Measure, register
 
 
@@ -31,16 +29,6 @@ def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int)
             total = np.minimum(total, m.cutoff)
         out.append(safe_div(found, total))
     return out
-
-
-def recall(run: pd.DataFrame, qrels: pd.DataFrame, k: int | None = 100, *, rel: int = 1) -> pd.Series:
-    """Per-query R@k (k=None: the whole run), indexed by query_id."""
-    return per_query(Measure(R.name, k, rel=rel), run, qrels)
-
-
-def capped_recall(run: pd.DataFrame, qrels: pd.DataFrame, k: int = 100, *, rel: int = 1) -> pd.Series:
-    """Per-query R_cap@k, indexed by query_id."""
-    return per_query(Measure(R_CAP.name, k, rel=rel), run, qrels)
 
 
 R = register(

@@ -11,10 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
 from ._core import Ranking
-from .evaluate import per_query
 from .measures import Family, Measure, register
 
 
@@ -33,11 +31,6 @@ def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int)
         limit = np.inf if m.cutoff is None else m.cutoff
         out.append(np.where(rank <= limit, 1.0 / rank, 0.0))
     return out
-
-
-def reciprocal_rank(run: pd.DataFrame, qrels: pd.DataFrame, k: int | None = 10, *, rel: int = 1) -> pd.Series:
-    """Per-query RR@k (k=None: uncut), indexed by query_id."""
-    return per_query(Measure(RR.name, k, rel=rel), run, qrels)
 
 
 RR = register(

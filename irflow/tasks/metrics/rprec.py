@@ -10,10 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
 from ._core import Ranking, safe_div
-from .evaluate import per_query
 from .measures import Family, Measure, register
 
 
@@ -27,11 +25,6 @@ def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int)
         found = ranking.relevant_cumsum(rel)[np.arange(ranking.n_queries), col]
         out.append(safe_div(np.where(r > 0, found, 0), r))
     return out
-
-
-def rprec(run: pd.DataFrame, qrels: pd.DataFrame, *, rel: int = 1) -> pd.Series:
-    """Per-query R-precision, indexed by query_id."""
-    return per_query(Measure(RPREC.name, rel=rel), run, qrels)
 
 
 RPREC = register(

@@ -8,21 +8,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
 from ._core import Ranking
-from .evaluate import per_query
 from .measures import Family, Measure, register
 
 
 def compute(ranking: Ranking, measures: Sequence[Measure], relevance_level: int) -> list[np.ndarray]:
     """Success of every query for each measure."""
     return [(ranking.relevant_at(m.relevance(relevance_level), m.cutoff) > 0).astype(np.float64) for m in measures]
-
-
-def success(run: pd.DataFrame, qrels: pd.DataFrame, k: int = 10, *, rel: int = 1) -> pd.Series:
-    """Per-query Success@k, indexed by query_id."""
-    return per_query(Measure(SUCCESS.name, k, rel=rel), run, qrels)
 
 
 SUCCESS = register(
