@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from irflow.tasks.atomic import clean_stale, file_lock, publish_dir, temp_name, write_json
+from irflow.tasks.atomic import clean_stale, file_lock, temp_name, write_json
 from irflow.tasks.config import beir_base_url, cache_dir, package_data
 from irflow.tasks.ingest.canonical import CorpusSource, DocRecord, SplitSource
 from irflow.tasks.ingest.readers import iter_jsonl, read_qrels, require_id, require_text
@@ -242,7 +242,7 @@ def _check_members(zip_path: Path, members: list[zipfile.ZipInfo]) -> None:
 def extract_into(zip_path: Path, dest: Path) -> dict[str, str]:
     """Extract ``zip_path`` into the empty folder ``dest``; returns the sha256 of each file by relative path.
 
-    Members are checked (see :func:`safe_extract`) before anything is written, and the bytes
+    Members are checked (no absolute paths, ``..``, links or encryption) before anything is written, and the bytes
     actually written are counted against :func:`extract_limits` as they are written (header sizes
     are not trusted). A damaged member raises :class:`InputError` naming it.
     """
@@ -286,16 +286,6 @@ def extract_into(zip_path: Path, dest: Path) -> dict[str, str]:
                 ) from None
             digests[target.relative_to(root).as_posix()] = digest.hexdigest()
     return digests
-
-
-def safe_extract(zip_path: Path, dest: Path) -> dict[str, str]:
-    """Extract ``zip_path`` into the folder ``dest`` (replacing it), refusing absolute paths, ``..``,
-    links, encrypted or damaged members and zip bombs; returns each file's sha256 (see :func:`extract_into`).
-
-    The folder appears by one rename once every member is written; a failure leaves nothing.
-    """
-    with publish_dir(dest, replace=True) as tmp:
-        return extract_into(zip_path, tmp)
 
 
 def unpacked_top(folder: Path) -> Path:
