@@ -1,29 +1,32 @@
 """The ``evaluate`` flow: one dataset × systems → runs, per-query metrics, costs, significance, report.
 
 Composition only: every stage is a thin Prefect task over a pure function from ``tasks/``.
-Specs, metric names and the dataset name are validated before any expensive stage runs.
+Every argument (dataset and split, specs, metric names, depth, latency runs, the output folder) and
+the tracking store are checked before any expensive stage runs; results are published whole.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 from prefect import flow, task
 from prefect.cache_policies import NONE
-from prefect.futures import wait
-from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.futures import PrefectFuture, wait
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from irflow.flows.stages import embed_stage, track_task
 from irflow.tasks import report as report_stage
 from irflow.tasks.experiment import check_models
-from irflow.tasks.ingest import check_name, load_dataset
+from irflow.tasks.ingest import EMBEDDED, check_name, list_datasets, load_dataset
 from irflow.tasks.metrics import evaluate as evaluate_metrics
 from irflow.tasks.metrics import mean, parse_measures
+from irflow.tasks.output_folder import check_output, publish
 from irflow.tasks.retrieve import measure_latency, retrieve
-from irflow.tasks.schema import Dataset, DownloadError, IrflowError
+from irflow.tasks.runs import validate_depth
+from irflow.tasks.schema import Dataset, DownloadError, InputError, IrflowError, UnknownNameError
 from irflow.tasks.systems import as_spec
 from irflow.tasks.tracking import TrackingOptions, check_tracking
 
@@ -51,6 +54,31 @@ def validate(dataset: str, systems: Sequence[str], metrics: Sequence[str]) -> tu
     specs = [str(as_spec(s)) for s in systems]
     check_models(specs)  # unknown models fail here too, listing the aliases
     return specs, [m.name for m in parse_measures(metrics)]
+
+
+def check_arguments(dataset: str, split: str | None, depth: int, latency_runs: int, output: str | Path | None) -> Path:
+    """The other arguments of an evaluation, checked with the specs and metrics before any work
+    (each error names the argument and what was expected); returns the output folder."""
+    try:
+        validate_depth(depth)
+    except InputError:
+        raise InputError(f"--depth expects an integer between 1 and 1000 (hits per query), got {depth!r}") from None
+    if isinstance(latency_runs, bool) or not isinstance(latency_runs, int) or latency_runs < 0:
+        raise InputError(f"--latency-runs expects an integer >= 0 (0: skip latency), got {latency_runs!r}")
+    splits = dataset_splits(dataset)
+    if split is not None and splits is not None and split not in splits:
+        raise UnknownNameError(f"--split: {dataset} has no split {split!r}; available: {', '.join(splits) or '(none)'}")
+    return check_output(output if output is not None else default_output(dataset))
+
+
+def dataset_splits(name: str) -> list[str] | None:
+    """The splits ``name`` can be evaluated on, known without ingesting anything (None: not known yet)."""
+    if name in EMBEDDED:
+        return sorted(p.stem for p in (EMBEDDED[name] / "qrels").glob("*.tsv"))
+    for row in list_datasets():
+        if row["name"] == name:
+            return list(row.get("splits") or row["stored"]) or None
+    return None
 
 
 @task(name="ingest", retries=2, retry_delay_seconds=10, retry_condition_fn=_network_failure, cache_policy=NONE)
@@ -96,12 +124,16 @@ def report_task(
     comparisons: pd.DataFrame | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
-    return report_stage.write_outputs(
-        output, dataset, evaluations, measures, depth, baseline=baseline, comparisons=comparisons, seed=seed
-    )
+    """Write the result files into a temporary folder and publish it as ``output`` in one rename."""
+    with publish(output) as build:
+        document = report_stage.write_outputs(
+            build, dataset, evaluations, measures, depth, baseline=baseline, comparisons=comparisons, seed=seed
+        )
+    return document
 
 
-@flow(name="evaluate", task_runner=ThreadPoolTaskRunner(max_workers=1))  # `--task-runner dask`: with_options
+# one stage at a time by default (`--task-runner dask`: with_options); cast as Prefect does for its own default
+@flow(name="evaluate", task_runner=cast("TaskRunner[PrefectFuture[Any]]", ThreadPoolTaskRunner(max_workers=1)))
 def evaluate_flow(
     dataset: str = DEFAULT_DATASET,
     systems: Sequence[str] = DEFAULT_SYSTEMS,
@@ -123,8 +155,9 @@ def evaluate_flow(
     """
     specs, measures = validate(dataset, [baseline, *systems] if baseline else systems, metrics)
     specs = list(dict.fromkeys(specs))
-    if tracking.enabled:
-        check_tracking()  # an unreachable store fails now, naming its URI, before any stage runs
+    output = str(check_arguments(dataset, split, depth, latency_runs, output))
+    if tracking.enabled:  # a store that cannot be written fails now, naming its URI, before any stage runs
+        check_tracking(experiment=tracking.experiment)
     data = ingest_task(dataset, split)
     embedded = embed_stage(data, specs)
     runs = {system: retrieve_task.submit(data, system, depth) for system in specs}  # in parallel on Dask
@@ -143,7 +176,6 @@ def evaluate_flow(
         raise SystemsFailed("every system failed: " + "; ".join(f"{s}: {e}" for s, e in failed.items()))
     base = specs[0] if specs[0] not in failed else evaluations[0].system
     comparisons = significance_task(evaluations, measures, base, seed)
-    output = output or str(default_output(dataset))
     document = report_task(output, data, evaluations, measures, depth, base, comparisons, seed)
     if tracking.enabled:
         document = {**document, "mlflow": track_task(output, tracking, infos, failed, embedded, seed)}

@@ -18,7 +18,7 @@ from prefect.context import FlowRunContext
 from prefect.futures import wait
 
 from irflow.tasks import sharding, tracking
-from irflow.tasks.schema import Dataset, UnknownNameError
+from irflow.tasks.schema import Dataset, RetrievalInfo, UnknownNameError
 
 TASK_RUNNERS = ("default", "dask")
 
@@ -53,7 +53,7 @@ def embed_shard_task(dataset: Dataset, job: sharding.EmbedJob, chunks: list[int]
 def parallel_workers() -> int:
     """Workers of the current flow's Dask runner (0 under the default runner)."""
     runner = getattr(FlowRunContext.get(), "task_runner", None)
-    if type(runner).__name__ != "DaskTaskRunner":
+    if runner is None or type(runner).__name__ != "DaskTaskRunner":
         return 0
     return max(1, len(runner.client.scheduler_info().get("workers", {})))  # the client starts on first use
 
@@ -138,7 +138,7 @@ def link_to_mlflow(tracker: tracking.Tracker, run_id: str, title: str) -> None:
 def track_task(
     output: str,
     options: tracking.TrackingOptions,
-    infos: Mapping[str, Mapping[str, Any]],
+    infos: Mapping[str, RetrievalInfo],
     failed: Mapping[str, str],
     embedded: Mapping[str, Mapping[str, Any]],
     seed: int,

@@ -24,6 +24,7 @@ from irflow.tasks import regression
 from irflow.tasks.atomic import atomic_open, atomic_path, write_json
 from irflow.tasks.config import package_data
 from irflow.tasks.experiment import Experiment, load_experiment, suite_markdown, suite_table, validate_experiment
+from irflow.tasks.output_folder import check_output
 from irflow.tasks.schema import InputError, IrflowError
 from irflow.tasks.tracking import (
     KIND,
@@ -86,7 +87,9 @@ def run_suite(
     (the caller ends it).
     """
     validate_experiment(experiment)
-    check_tracking()  # before any stage: an unreachable store fails naming its URI
+    stamp = time.strftime("%Y%m%d-%H%M%S") if kind == "nightly" else ""
+    root = check_output(output or Path("results") / kind / _slug(experiment.name) / stamp, marker="suite.json")
+    check_tracking(experiment=experiment.mlflow_experiment)  # before any stage: a write, naming the URI
     tracker = Tracker(experiment.mlflow_experiment)
     run_id = tracker.start(
         f"{kind}: {experiment.name}",
@@ -109,8 +112,6 @@ def run_suite(
         },
     )
     link_to_mlflow(tracker, run_id, kind)
-    stamp = time.strftime("%Y%m%d-%H%M%S") if kind == "nightly" else ""
-    root = Path(output) if output else Path("results") / kind / _slug(experiment.name) / stamp
     suite = SuiteRun(tracker, run_id, root)
     labels = experiment.labels()
     with task_runner_scope(task_runner, scheduler) as runner:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import pandas as pd
 
@@ -102,3 +102,46 @@ class Dataset:
         """Histogram grade -> number of judgements."""
         counts = self.qrels["relevance"].value_counts().sort_index()
         return {int(g): int(n) for g, n in counts.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# the metrics document (metrics.json), typed once for every reader and writer
+
+
+class DatasetSummary(TypedDict):
+    """The ``dataset`` block of metrics.json: which data the numbers are on."""
+
+    name: str
+    split: str
+    fingerprint: str
+    documents: int | None
+    queries: int | None
+    judgements: int | None
+    grades: dict[str, int] | None
+
+
+class MlflowRef(TypedDict, total=False):
+    """Where an evaluation was tracked (``metrics.json["mlflow"]``)."""
+
+    run_id: str
+    experiment: str
+    experiment_id: str
+    systems: dict[str, str]
+    url: str | None
+
+
+class MetricsDocument(TypedDict, total=False):
+    """metrics.json: ``dataset`` and ``systems`` (spec -> metric -> mean) always; ``cost`` (spec ->
+    ``p50_ms``, ``queries_per_second``, ...), the run's settings, and after tracking ``mlflow``;
+    ``failed`` (spec -> error) when systems failed."""
+
+    dataset: DatasetSummary
+    systems: dict[str, dict[str, float]]
+    baseline: str | None
+    significance: dict[str, Any]
+    cost: dict[str, dict[str, Any]]
+    measures: list[str]
+    depth: int
+    irflow_version: str
+    mlflow: MlflowRef
+    failed: dict[str, str]
