@@ -8,11 +8,15 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
+from _stores import read_only_database
 
+from irflow.tasks.output_folder import check_output, publish
 from irflow.tasks.runs import read_trec
+from irflow.tasks.tracking import redact
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -136,12 +140,86 @@ def test_run_writes_results_that_trec_eval_confirms(env: dict[str, str], tmp_pat
         (["run", "--system", "bm26"], "valid system specs"),
         (["run", "--metric", "nDCG@x"], "nDCG"),
         (["run", "--dataset", "nope"], "valid names"),
+        (["run", "--depth", "0"], "--depth expects an integer between 1 and 1000"),
+        (["run", "--depth", "5000"], "--depth expects an integer between 1 and 1000"),
+        (["run", "--latency-runs", "-1"], "--latency-runs expects an integer >= 0"),
+        (["run", "--split", "nope"], "--split: techdocs has no split 'nope'; available: test"),
     ],
 )
 def test_bad_arguments_fail_fast_with_the_choices(
     env: dict[str, str], tmp_path: Path, args: list[str], expected: str
 ) -> None:
-    done = irflow(*args, "--output", str(tmp_path / "never"), env=env, timeout=120)
-    assert done.returncode == 2
+    done = irflow(*args, "--system", "bm25", "--output", str(tmp_path / "never"), env=env, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
     assert expected in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "never").exists()
+    assert not (Path(env["IRFLOW_CACHE_DIR"]) / "datasets").exists()  # nothing was ingested
+
+
+@pytest.mark.parametrize("case", ["a file", "under a file", "a folder of other files", "read-only folder"])
+def test_an_output_that_cannot_take_results_fails_before_any_work(
+    env: dict[str, str], tmp_path: Path, case: str
+) -> None:
+    if case == "read-only folder" and os.geteuid() == 0:
+        pytest.skip("root writes whatever the permission bits say (the check's real write covers root's cases)")
+    (tmp_path / "file").write_text("keep me")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    (tmp_path / "locked").mkdir()
+    output, expected = {
+        "a file": (tmp_path / "file", "expected a folder for the results, found a file"),
+        "under a file": (tmp_path / "file" / "out", f"expected a folder, but {tmp_path / 'file'} is a file"),
+        "a folder of other files": (tmp_path / "mine", "the folder holds files that are not irflow results"),
+        "read-only folder": (tmp_path / "locked" / "out", "cannot be written"),
+    }[case]
+    (tmp_path / "locked").chmod(0o555)
+    try:
+        done = irflow("run", "--system", "bm25", "--output", str(output), env=env, timeout=120)
+    finally:
+        (tmp_path / "locked").chmod(0o755)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"--output {str(output)!r}" in done.stderr and expected in done.stderr and "Traceback" not in done.stderr
+    assert (tmp_path / "file").read_text() == (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.txt"]
+    assert not any((tmp_path / "locked").iterdir())
+    assert not (Path(env["IRFLOW_CACHE_DIR"]) / "datasets").exists()
+
+
+@pytest.mark.parametrize("case", ["read-only database", "folder", "web server"])
+def test_a_tracking_store_that_cannot_be_written_fails_before_any_work(
+    env: dict[str, str], tmp_path: Path, case: str, serve_dir: Any
+) -> None:
+    if case == "read-only database":
+        read_only_database(tmp_path / "mlflow.db")
+        uri, expected = f"sqlite:///{tmp_path / 'mlflow.db'}", "attempt to write a readonly database"
+    elif case == "folder":
+        (tmp_path / "store").mkdir()
+        uri, expected = f"sqlite:///{tmp_path / 'store'}", "is a folder, not a database file"
+    else:
+        (tmp_path / "site").mkdir()
+        (tmp_path / "site" / "index.html").write_text("<html>not MLflow</html>")
+        base, _ = serve_dir(tmp_path / "site")
+        uri = base.replace("http://", "http://alice:s3cret@")
+        expected = "does not answer like an MLflow tracking server"
+    env = {**env, "MLFLOW_TRACKING_URI": uri}
+    done = irflow("run", "--system", "bm25", "--output", str(tmp_path / "never"), env=env)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert expected in done.stderr and "Traceback" not in done.stderr and "s3cret" not in done.stderr
+    assert redact(uri) in done.stderr
+    assert not (tmp_path / "never").exists() and not (Path(env["IRFLOW_CACHE_DIR"]) / "datasets").exists()
+
+
+def test_results_are_published_whole(tmp_path: Path) -> None:
+    """A result folder is replaced in one step: a failure while writing leaves the earlier results."""
+    target = tmp_path / "results"
+    with publish(target) as build:
+        (build / "metrics.json").write_text("first")
+    with pytest.raises(RuntimeError), publish(target) as build:
+        (build / "metrics.json").write_text("second, half-written")
+        raise RuntimeError("killed while writing the report")
+    assert [p.name for p in tmp_path.iterdir()] == ["results"]  # no temporary folder left
+    assert (target / "metrics.json").read_text() == "first"
+    check_output(target)  # earlier results may be replaced
+    with publish(target) as build:
+        (build / "report.md").write_text("second")
+    assert sorted(p.name for p in target.iterdir()) == ["report.md"]  # whole: no stale file of the first

@@ -531,10 +531,12 @@ def test_an_unreachable_tracking_server_stops_the_flow_before_ingest(
     with pytest.raises(TrackingError, match=uri):
         suite_flow(experiment=Experiment(systems=["bm25"]), output=str(tmp_path / "suite"))
     with pytest.raises(TrackingError, match=uri):
-        configure_run(argparse.Namespace(no_track=False, task_runner="default", scheduler=None, experiment="x", seed=0))
+        configure_run(
+            argparse.Namespace(no_track=False, task_runner="default", scheduler=None, experiment="x", seed=0), []
+        )
     assert not (tmp_path / "out").exists() and not any(_isolated_cache.iterdir())
     flow, extra = configure_run(
-        argparse.Namespace(no_track=True, task_runner="dask", scheduler=None, experiment="x", seed=3)
+        argparse.Namespace(no_track=True, task_runner="dask", scheduler=None, experiment="x", seed=3), []
     )
     assert extra["seed"] == 3 and not extra["tracking"].enabled
     assert type(flow.task_runner).__name__ == "DaskTaskRunner"

@@ -14,7 +14,6 @@ import http.server
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from _stores import read_only_database
 
 from irflow.tasks.tracking import Tracker, TrackingError, check_tracking
 from irflow.tasks.tracking_store import CHECK_TAG, client_uri, redact, split_credentials
@@ -72,28 +72,12 @@ def test_a_sqlite_store_is_checked_with_an_idempotent_write(tmp_path: Path) -> N
     assert Path(experiment.artifact_location.removeprefix("file://")).is_dir()  # artifacts beside the database
 
 
-def _read_only_database(path: Path) -> None:
-    """A real MLflow database that SQLite itself opens read-only, whoever asks (root included): byte 18
-    of the header, the file format *write* version, set above 2 ("the database must be treated as
-    read-only", sqlite.org/fileformat.html)."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(f"sqlite:///{path}")
-    client.create_experiment("irflow")
-    client._tracking_client.store.engine.dispose()  # no pooled connection keeps an old header in memory
-    with open(path, "r+b") as fh:
-        fh.seek(18)
-        fh.write(b"\x03")
-    with sqlite3.connect(path) as connection, pytest.raises(sqlite3.OperationalError, match="readonly"):
-        connection.execute("CREATE TABLE t (x)")  # the fixture really cannot be written
-
-
 @pytest.mark.parametrize("case", ["read-only database", "folder", "not a database", "file where a folder should be"])
 def test_an_unusable_sqlite_store_fails_at_once_naming_it(case: str, tmp_path: Path) -> None:
     path = tmp_path / "mlflow.db"
     expected = "cannot be written"
     if case == "read-only database":
-        _read_only_database(path)
+        read_only_database(path)
         expected = "cannot be written: OperationalError: attempt to write a readonly database"
     elif case == "folder":
         path.mkdir()

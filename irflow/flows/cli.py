@@ -124,16 +124,14 @@ def cmd_datasets_import(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from irflow.flows import prefect_api
-    from irflow.flows.evaluate import DEFAULT_METRICS, DEFAULT_SYSTEMS, default_output, validate
+    from irflow.flows.evaluate import DEFAULT_METRICS, DEFAULT_SYSTEMS, check_arguments, validate
     from irflow.flows.tracking_cli import configure_run, stage_libraries
 
     systems = list(args.system or DEFAULT_SYSTEMS)
     metrics = list(args.metric or DEFAULT_METRICS)
     specs, _ = validate(args.dataset, [args.baseline, *systems] if args.baseline else systems, metrics)  # in a second
-    flow, extra = configure_run(args)  # checks the tracking store before any stage
-    prefect_api.ready(*stage_libraries(specs))
-    output = args.output or str(default_output(args.dataset))
+    output = str(check_arguments(args.dataset, args.split, args.depth, args.latency_runs, args.output))
+    flow, extra = configure_run(args, stage_libraries(specs))  # the tracking store is checked before any stage
     document = flow(
         dataset=args.dataset,
         systems=systems,

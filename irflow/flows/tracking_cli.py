@@ -3,7 +3,7 @@ and the ``irflow run`` options ``--experiment``, ``--no-track``, ``--seed``, ``-
 ``--scheduler``. Wired into ``flows.cli`` with::
 
     add_run_options(run_parser); add_orchestration_parsers(subparsers)
-    flow, extra = configure_run(args)   # in cmd_run, before the flow is called
+    flow, extra = configure_run(args, preload)   # in cmd_run, before the flow is called
     document = flow(..., **extra)
 
 Imports stay lazy so ``irflow --help`` answers at once.
@@ -33,18 +33,23 @@ def _runner_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS", help="an existing Dask scheduler, e.g. tcp://10.0.0.5:8786")
 
 
-def configure_run(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+def configure_run(args: argparse.Namespace, preload: list[str]) -> tuple[Any, dict[str, Any]]:
     """The evaluate flow with the chosen task runner, and its extra keyword arguments.
 
-    The tracking store is checked here: an unreachable one fails before any stage.
+    The tracking store is checked first: an unreachable one fails before any stage. Then the command's
+    Prefect API must be up (``preload`` is imported while it starts) before the task runner is made:
+    a local Dask cluster hands its address to its workers, and asking for it any earlier would start
+    a second, Prefect-owned server on the same database.
     """
+    from irflow.flows import prefect_api
     from irflow.flows.evaluate import evaluate_flow
     from irflow.flows.stages import make_task_runner
     from irflow.tasks.tracking import TrackingOptions, check_tracking
 
     track = not getattr(args, "no_track", False)
     if track:
-        check_tracking()
+        check_tracking(experiment=getattr(args, "experiment", "irflow"))  # a write, within seconds
+    prefect_api.ready(*preload)
     runner = make_task_runner(getattr(args, "task_runner", "default"), getattr(args, "scheduler", None))
     flow = evaluate_flow.with_options(task_runner=runner) if runner is not None else evaluate_flow
     return flow, {
@@ -68,10 +73,13 @@ def cmd_suite(args: argparse.Namespace) -> int:
     from irflow.flows import prefect_api
     from irflow.flows.suite import nightly_flow, resolve_experiment, suite_flow
     from irflow.tasks.experiment import validate_experiment
+    from irflow.tasks.output_folder import check_output
     from irflow.tasks.tracking import check_tracking
 
     experiment = validate_experiment(resolve_experiment(None, args.config))  # bad names fail before any stage
-    check_tracking()
+    if args.output:
+        check_output(args.output, marker="suite.json")
+    check_tracking(experiment=experiment.mlflow_experiment)  # a write, within seconds
     prefect_api.ready(*stage_libraries(experiment.specs()))
     flow = nightly_flow if args.command == "nightly" else suite_flow
     result = flow(config=args.config, output=args.output, task_runner=args.task_runner, scheduler=args.scheduler)
