@@ -582,6 +582,9 @@ def test_irflow_run_logs_an_evaluation_with_latency_to_mlflow(tmp_path: Path) ->
     assert "report.md" in _artifacts(uri, parent.info.run_id)
     assert parent.data.tags["prefect.flow_name"] == "evaluate" and parent.data.tags["prefect.flow_run_id"]
     assert "prefect.flow_run_url" not in parent.data.tags  # the temporary Prefect server has no UI to link to
+    named = json.loads((tmp_path / "out" / "metrics.json").read_text())["mlflow"]  # metrics.json names its run
+    assert (named["run_id"], named["experiment_id"]) == (parent.info.run_id, parent.info.experiment_id)
+    assert set(named["systems"]) == {"bm25", "bm25:k1=1.2,b=0.75"}
 
 
 def test_irflow_nightly_command_runs_the_suite_and_compares_with_the_last_one(tmp_path: Path) -> None:

@@ -49,6 +49,8 @@ def test_credentials_are_split_from_the_uri_and_redacted() -> None:
     assert split_credentials(uri) == ("https://mlflow.example.com:8443/base", "alice", SECRET)
     assert split_credentials("http://[::1]:5000")[0] == "http://[::1]:5000"
     assert redact("http://bob:p%40ss@[::1]:5000") == "http://bob:***@[::1]:5000"
+    assert client_uri(f"postgresql://alice:{SECRET}@db/mlflow") == f"postgresql://alice:{SECRET}@db/mlflow"  # driver's
+    assert "MLFLOW_TRACKING_PASSWORD" not in os.environ
     assert client_uri(uri) == "https://mlflow.example.com:8443/base"
     assert (os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"]) == ("alice", SECRET)
 
@@ -321,3 +323,11 @@ def test_credentials_in_the_uri_work_and_are_never_shown(mlflow_behind_credentia
     assert "report.md" in {f.path for f in tracker.client.list_artifacts(runs[-1].info.run_id)} | {
         f.path for f in tracker.client.list_artifacts(runs[0].info.run_id)
     }
+
+
+def test_a_database_server_that_cannot_be_reached_fails_at_once_with_its_password_hidden() -> None:
+    uri = f"postgresql://alice:{SECRET}@127.0.0.1:{_closed_port()}/mlflow"
+    with pytest.raises(TrackingError) as failure:
+        check_tracking(uri, timeout=5)  # one attempt (no driver here, or a closed port), not MLflow's retries
+    assert str(failure.value).startswith(f"MLflow tracking store {redact(uri)} cannot be reached: ")
+    assert SECRET not in str(failure.value)

@@ -19,6 +19,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from irflow.flows.stages import embed_stage, track_task
 from irflow.tasks import report as report_stage
+from irflow.tasks.atomic import write_json
 from irflow.tasks.experiment import check_models
 from irflow.tasks.ingest import EMBEDDED, check_name, list_datasets, load_dataset
 from irflow.tasks.metrics import evaluate as evaluate_metrics
@@ -181,6 +182,9 @@ def evaluate_flow(
         document = {**document, "mlflow": track_task(output, tracking, infos, failed, embedded, seed)}
     if failed:
         document = {**document, "failed": failed}
+    if tracking.enabled or failed:  # metrics.json names its MLflow run and the failed systems too
+        write_json(Path(output) / "metrics.json", document)
+    if failed:
         if strict:
             raise SystemsFailed(
                 f"{len(failed)} of {len(specs)} systems failed ("

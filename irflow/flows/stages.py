@@ -166,7 +166,13 @@ def track_task(
         },
     )
     link_to_mlflow(tracker, logged.run_id, "evaluation")
-    return {"run_id": logged.run_id, "systems": logged.systems, "url": logged.url, "experiment": tracker.experiment}
+    return {
+        "run_id": logged.run_id,
+        "experiment_id": tracker.experiment_id,
+        "experiment": tracker.experiment,
+        "systems": logged.systems,
+        "url": logged.url,
+    }
 
 
 # ---------------------------------------------------------------------------------------------

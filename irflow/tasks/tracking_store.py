@@ -82,6 +82,8 @@ def split_credentials(uri: str) -> tuple[str, str | None, str | None]:
 def client_uri(uri: str) -> str:
     """The URI MLflow is given: credentials in ``uri`` move into MLFLOW_TRACKING_USERNAME/PASSWORD
     (MLflow reads them there, and so do this process's children), so MLflow never sees them in a URL."""
+    if not uri.startswith(("http://", "https://")):  # a database URI keeps its credentials: its driver reads them there
+        return uri
     bare, user, password = split_credentials(uri)
     if user is not None:
         os.environ["MLFLOW_TRACKING_USERNAME"] = user
@@ -107,14 +109,15 @@ def artifact_root(uri: str) -> Path | None:
 # the fail-fast check
 
 
-def check_tracking(uri: str | None = None, timeout: float = 10.0, *, experiment: str = DEFAULT_EXPERIMENT) -> str:
+def check_tracking(uri: str | None = None, timeout: float = 5.0, *, experiment: str = DEFAULT_EXPERIMENT) -> str:
     """Prove that the store can be written, before any stage runs; returns the URI.
 
     The write is idempotent: the experiment is fetched or created (as the run would) and its tag
     ``irflow.store_checked`` set to the time of the check; nothing else is left behind. A server is
     asked through MLflow's REST API with ``timeout`` per request and no retries; a SQLite file is
-    first opened and written (in a transaction rolled back) without MLflow; other stores get
-    ``timeout`` for the whole check. Raises TrackingError naming the redacted URI otherwise.
+    first opened and written (in a transaction rolled back) without MLflow, another database
+    connected to within ``timeout``; other stores get ``timeout`` for the whole check. Raises
+    TrackingError naming the redacted URI otherwise.
     """
     uri = uri or tracking_uri()
     scheme = urllib.parse.urlsplit(uri).scheme
@@ -124,10 +127,32 @@ def check_tracking(uri: str | None = None, timeout: float = 10.0, *, experiment:
     db = sqlite_path(uri)
     if db is not None:
         _check_sqlite(uri, db, timeout)
-        _check_client(uri, experiment)
-    else:
+    elif scheme.split("+")[0] in DATABASES:
+        _bounded(lambda: _connect_database(uri), timeout, uri)
+    else:  # a file store, a plugin: nothing irflow can ask without MLflow
         _bounded(lambda: _check_client(uri, experiment), timeout, uri)
+        return uri
+    _check_client(uri, experiment)  # not bounded: it may be creating MLflow's tables, never stop that halfway
     return uri
+
+
+DATABASES = ("postgresql", "mysql", "mssql")
+"""Database stores MLflow reaches through SQLAlchemy (``postgresql+psycopg2://...`` and the like)."""
+
+
+def _connect_database(uri: str) -> None:
+    """Connect once (MLflow itself retries connecting for ~2 minutes before it gives up)."""
+    try:
+        import sqlalchemy
+
+        engine = sqlalchemy.create_engine(uri)
+        try:
+            with engine.connect():
+                pass
+        finally:
+            engine.dispose()
+    except Exception as err:
+        raise TrackingError(f"MLflow tracking store {redact(uri)} cannot be reached: {error_text(err)}") from None
 
 
 def _check_sqlite(uri: str, db: Path, timeout: float) -> None:
