@@ -4,6 +4,9 @@ uvicorn on a loopback port, used by real flow runs, stopped by its own process i
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -88,3 +91,61 @@ def test_a_server_that_cannot_start_fails_with_its_output(tmp_path: Path) -> Non
             with prefect_api.prefect_api():
                 prefect_api.ready()
     assert "not-a-folder" in str(failure.value) or "database" in str(failure.value).lower()
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid``, read by pid from /proc/<pid>/task/*/children (never by name)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for children in Path(f"/proc/{todo.pop()}/task").glob("*/children"):
+            try:
+                new = {int(c) for c in children.read_text().split()} - found
+            except OSError:  # gone meanwhile
+                continue
+            found |= new
+            todo.extend(new)
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Running, and not a zombie left for a PID 1 that does not reap (as in some containers)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads the process tree from /proc")
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_stopped_dask_run_leaves_no_process_behind(stop: signal.Signals, tmp_path: Path) -> None:
+    """``irflow run --task-runner dask``: the temporary Prefect server, the local Dask cluster's workers
+    and multiprocessing's helpers all end with the command, however it is stopped."""
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "irflow.flows.cli", "run", "--task-runner", "dask", "--system", "bm25"]
+        + ["--latency-runs", "0", "--no-track", "--output", str(tmp_path / "out")],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        tree: set[int] = set()
+        while len(tree) < 4:  # the server, then the cluster: 2 workers and multiprocessing's resource tracker
+            assert run.poll() is None and time.monotonic() < deadline, f"the run ended or stalled; saw {tree}"
+            tree |= _descendants(run.pid)
+            time.sleep(0.2)
+        time.sleep(1)
+        tree |= _descendants(run.pid)
+        run.send_signal(stop)
+        run.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while any(_running(pid) for pid in tree) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [pid for pid in tree if _running(pid)], f"left running after {stop.name} of the command"
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
