@@ -1,4 +1,4 @@
-"""The tracking store is proven writable before any stage runs (``tasks/tracking_store.check_tracking``).
+"""The tracking store is proven writable before any stage runs (``tasks/tracking_check.check_tracking``).
 
 Real stores only: SQLite files made unusable in ways that hold for root too (a folder, a database
 SQLite itself treats as read-only, a file that is no database, a file where a folder should be),
@@ -26,7 +26,8 @@ import pytest
 from _stores import read_only_database
 
 from irflow.tasks.tracking import Tracker, TrackingError, check_tracking
-from irflow.tasks.tracking_store import CHECK_TAG, client_uri, redact, split_credentials
+from irflow.tasks.tracking_check import CHECK_TAG
+from irflow.tasks.tracking_store import client_uri, redact, split_credentials
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -14,9 +14,9 @@ One evaluation (``log_evaluation``) becomes::
                        documents_per_second, index_build_seconds, retrieve_seconds
             artifacts  per_query.parquet, run.trec
 
-The rest lives beside it, and is re-exported here: the store, its fail-fast write check and the
-client in ``tracking_store``; params and metrics from plain data in ``tracking_params``; reading
-runs back in ``tracking_read``.
+The rest lives beside it, and is re-exported here: the store, its credentials and the client in
+``tracking_store``; the fail-fast write check in ``tracking_check``; params and metrics from plain
+data in ``tracking_params``; reading runs back in ``tracking_read``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field
 
 from irflow.tasks.schema import IrflowError, MetricsDocument, RetrievalInfo
 from irflow.tasks.systems import as_spec, walk
+from irflow.tasks.tracking_check import check_tracking
 from irflow.tasks.tracking_params import (
     common_params,
     comparison_metrics,
@@ -52,7 +53,6 @@ from irflow.tasks.tracking_store import (
     Tracker,
     TrackingError,
     artifact_root,
-    check_tracking,
     redact,
     tracking_uri,
 )
