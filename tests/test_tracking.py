@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from _stores import read_only_database
 
 from irflow.tasks import regression
 from irflow.tasks.experiment import Experiment, load_experiment, suite_table, validate_experiment
@@ -621,6 +622,40 @@ def test_irflow_nightly_command_runs_the_suite_and_compares_with_the_last_one(tm
     assert first.info.status == second.info.status == "FINISHED"
     assert second.data.tags["irflow.regression"] == "false" and second.data.metrics["regressions"] == 0
     assert second.data.tags["irflow.previous_run"] == first.info.run_id and "irflow.previous_run" not in first.data.tags
+
+
+@pytest.mark.parametrize("case", ["output is a file", "dataset folder of other files", "read-only store"])
+def test_irflow_suite_checks_its_output_and_store_before_any_stage(
+    case: str, tmp_path: Path, _isolated_cache: Path
+) -> None:
+    config = tmp_path / "suite.yaml"
+    config.write_text("name: checked\ndatasets: [techdocs]\nsystems: [bm25]\nmetrics: [nDCG@10]\n")
+    output, env = tmp_path / "out", {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
+    if case == "output is a file":
+        output.write_text("keep me")
+        expected = "expected a folder for the results, found a file"
+    elif case == "dataset folder of other files":
+        (output / "techdocs").mkdir(parents=True)
+        (output / "techdocs" / "notes.txt").write_text("keep me")
+        expected = "--output (dataset techdocs)"
+    else:
+        read_only_database(tmp_path / "mlflow.db")
+        env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
+        expected = "attempt to write a readonly database"
+    done = subprocess.run(
+        [sys.executable, "-m", "irflow.flows.cli", "suite", str(config), "--output", str(output)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert expected in done.stderr and "Traceback" not in done.stderr
+    assert not any(_isolated_cache.iterdir())  # nothing ingested
+    assert not _runs(os.environ["MLFLOW_TRACKING_URI"], "", "checked")
+    kept = output if output.is_file() else output / "techdocs" / "notes.txt"
+    assert case == "read-only store" or kept.read_text() == "keep me"
 
 
 def _closed_port() -> int:

@@ -78,6 +78,16 @@ def _slug(text: str) -> str:
     return mlflow_key(text).replace(".", "_")
 
 
+def suite_output(experiment: Experiment, kind: str, output: str | None) -> Path:
+    """The suite's result folder (default ``results/<kind>/<name>``, a new timestamped one for nightly),
+    checked with each dataset's folder in it (replaced whole by its evaluation) before any stage."""
+    stamp = time.strftime("%Y%m%d-%H%M%S") if kind == "nightly" else ""
+    root = check_output(output or Path("results") / kind / _slug(experiment.name) / stamp, marker=None)
+    for dataset in experiment.datasets:
+        check_output(root / _slug(dataset), option=f"--output (dataset {dataset})")
+    return root
+
+
 def run_suite(
     experiment: Experiment, kind: str, output: str | None, task_runner: Runner = "default", scheduler: str | None = None
 ) -> SuiteRun:
@@ -87,8 +97,7 @@ def run_suite(
     (the caller ends it).
     """
     validate_experiment(experiment)
-    stamp = time.strftime("%Y%m%d-%H%M%S") if kind == "nightly" else ""
-    root = check_output(output or Path("results") / kind / _slug(experiment.name) / stamp, marker="suite.json")
+    root = suite_output(experiment, kind, output)
     check_tracking(experiment=experiment.mlflow_experiment)  # before any stage: a write, naming the URI
     tracker = Tracker(experiment.mlflow_experiment)
     run_id = tracker.start(
@@ -284,4 +293,12 @@ def nightly_flow(
     }
 
 
-__all__ = ["DEFAULT_NIGHTLY_CONFIG", "RegressionError", "nightly_flow", "resolve_experiment", "run_suite", "suite_flow"]
+__all__ = [
+    "DEFAULT_NIGHTLY_CONFIG",
+    "RegressionError",
+    "nightly_flow",
+    "resolve_experiment",
+    "run_suite",
+    "suite_flow",
+    "suite_output",
+]

@@ -71,14 +71,12 @@ def stage_libraries(specs: list[str]) -> list[str]:
 
 def cmd_suite(args: argparse.Namespace) -> int:
     from irflow.flows import prefect_api
-    from irflow.flows.suite import nightly_flow, resolve_experiment, suite_flow
+    from irflow.flows.suite import nightly_flow, resolve_experiment, suite_flow, suite_output
     from irflow.tasks.experiment import validate_experiment
-    from irflow.tasks.output_folder import check_output
     from irflow.tasks.tracking import check_tracking
 
     experiment = validate_experiment(resolve_experiment(None, args.config))  # bad names fail before any stage
-    if args.output:
-        check_output(args.output, marker="suite.json")
+    suite_output(experiment, args.command, args.output)
     check_tracking(experiment=experiment.mlflow_experiment)  # a write, within seconds
     prefect_api.ready(*stage_libraries(experiment.specs()))
     flow = nightly_flow if args.command == "nightly" else suite_flow

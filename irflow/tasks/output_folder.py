@@ -18,19 +18,20 @@ from irflow.tasks.atomic import is_temp_name, publish_dir
 from irflow.tasks.schema import InputError
 
 
-def check_output(path: str | os.PathLike[str], option: str = "--output", marker: str = "metrics.json") -> Path:
+def check_output(path: str | os.PathLike[str], option: str = "--output", marker: str | None = "metrics.json") -> Path:
     """``path`` as a folder results can be published to; InputError naming ``option`` otherwise.
 
     Refused: an existing file (or a file on the way), a folder holding something other than irflow
-    results (no ``marker`` file), and a place that cannot be written. Writability is tried with a real
-    write beside the folder, where the temporary build folder will go (permission bits say nothing
-    for root, and a read-only mount says nothing in them). Nothing is left behind.
+    results (no ``marker`` file; ``marker=None`` for a folder that is written into, never replaced),
+    and a place that cannot be written. Writability is tried with a real write beside the folder,
+    where the temporary build folder will go (permission bits say nothing for root, and a read-only
+    mount says nothing in them). Nothing is left behind.
     """
     target = Path(path).expanduser()
     where = f"{option} {str(path)!r}"
     if target.exists() and not target.is_dir():
         raise InputError(f"{where}: expected a folder for the results, found a file")
-    if target.is_dir():
+    if target.is_dir() and marker is not None:
         entries = [e for e in target.iterdir() if not is_temp_name(e.name)]
         if entries and not (target / marker).is_file():
             raise InputError(
