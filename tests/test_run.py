@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+from _cli import irflow
 from _stores import read_only_database
 
 from irflow.tasks.output_folder import check_output, publish
@@ -19,17 +18,6 @@ from irflow.tasks.runs import read_trec
 from irflow.tasks.tracking import redact
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
-
-
-def irflow(*args: str, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "irflow.flows.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=Path(__file__).resolve().parents[1],
-    )
 
 
 @pytest.fixture

@@ -11,8 +11,6 @@ import argparse
 import json
 import os
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from _cli import irflow
 from _stores import read_only_database
 
 from irflow.tasks import regression
@@ -546,30 +545,10 @@ def test_an_unreachable_tracking_server_stops_the_flow_before_ingest(
 def test_irflow_run_logs_an_evaluation_with_latency_to_mlflow(tmp_path: Path) -> None:
     """The command line, as a user runs it: BM25 only (the dense DAG is covered above)."""
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "irflow.flows.cli",
-            "run",
-            "--system",
-            "bm25",
-            "--system",
-            "bm25:k1=1.2,b=0.75",
-            "--metric",
-            "nDCG@10",
-            "--metric",
-            "R@100",
-            "--latency-runs",
-            "1",
-            "--output",
-            str(tmp_path / "out"),
-        ],
+    done = irflow(
+        *("run", "--system", "bm25", "--system", "bm25:k1=1.2,b=0.75", "--metric", "nDCG@10", "--metric", "R@100"),
+        *("--latency-runs", "1", "--output", str(tmp_path / "out")),
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     uri = os.environ["MLFLOW_TRACKING_URI"]
@@ -597,22 +576,7 @@ def test_irflow_nightly_command_runs_the_suite_and_compares_with_the_last_one(tm
     )
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
     for attempt in range(2):
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "irflow.flows.cli",
-                "nightly",
-                str(config),
-                "--output",
-                str(tmp_path / f"out{attempt}"),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            cwd=ROOT,
-        )
+        done = irflow("nightly", str(config), "--output", str(tmp_path / f"out{attempt}"), env=env)
         assert done.returncode == 0, done.stderr[-3000:]
         assert "suite.md" in done.stdout and (tmp_path / f"out{attempt}" / "suite.md").is_file()
     first, second = sorted(
@@ -642,14 +606,7 @@ def test_irflow_suite_checks_its_output_and_store_before_any_stage(
         read_only_database(tmp_path / "mlflow.db")
         env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
         expected = "attempt to write a readonly database"
-    done = subprocess.run(
-        [sys.executable, "-m", "irflow.flows.cli", "suite", str(config), "--output", str(output)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
+    done = irflow("suite", str(config), "--output", str(output), env=env, timeout=300)
     assert done.returncode == 2, done.stderr[-3000:]
     assert expected in done.stderr and "Traceback" not in done.stderr
     assert not any(_isolated_cache.iterdir())  # nothing ingested

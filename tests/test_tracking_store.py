@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from _cli import irflow
 from _stores import read_only_database
 
 from irflow.tasks.tracking import Tracker, TrackingError, check_tracking
@@ -304,14 +305,10 @@ def test_credentials_in_the_uri_work_and_are_never_shown(mlflow_behind_credentia
     uri = f"http://alice:{SECRET}@{address}"
     check_tracking(uri, timeout=5, experiment="with-credentials")
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PREFECT_HOME": str(tmp_path / "prefect")}
-    done = subprocess.run(
-        [sys.executable, "-m", "irflow.flows.cli", "run", "--system", "bm25", "--metric", "nDCG@10"]
-        + ["--latency-runs", "0", "--experiment", "with-credentials", "--output", str(tmp_path / "out")],
+    done = irflow(
+        *("run", "--system", "bm25", "--metric", "nDCG@10", "--latency-runs", "0"),
+        *("--experiment", "with-credentials", "--output", str(tmp_path / "out")),
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert SECRET not in done.stdout + done.stderr
