@@ -102,6 +102,16 @@ def test_an_unusable_sqlite_store_fails_at_once_naming_it(case: str, tmp_path: P
     assert (path.read_bytes() if path.is_file() else None) == before
 
 
+def test_a_deleted_experiment_fails_the_check_with_the_way_out(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    client.delete_experiment(client.create_experiment("gone"))
+    with pytest.raises(TrackingError, match=r"experiment 'gone' in .* is deleted: restore it"):
+        check_tracking(uri, experiment="gone")  # the run's create_run would fail on it, after the work
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes files whatever their permission bits say")
 def test_a_sqlite_file_without_write_permission_fails(tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
