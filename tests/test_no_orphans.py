@@ -66,4 +66,4 @@ def test_a_stopped_run_leaves_no_prefect_server(stop: signal.Signals, tmp_path: 
             run.kill()
             run.wait()
     if stop == signal.SIGTERM:
-        assert run.returncode != 0 and b"Traceback" not in (run.stderr.read() if run.stderr else b"")
+        assert run.returncode == 143 and b"Traceback" not in (run.stderr.read() if run.stderr else b"")

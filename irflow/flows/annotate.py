@@ -45,7 +45,7 @@ def _annotate_flow() -> Any:
     def annotate_flow(config: AnnotateConfig, track: bool = True) -> dict[str, Any]:
         """Annotate ``config.dataset`` (candidates → pairs → judges → ensemble → Bradley–Terry → outputs)."""
         if track:
-            check_tracking()  # a store that cannot be written fails now, before any judge is paid
+            check_tracking(experiment=EXPERIMENT)  # a store that cannot be written fails now, before any judge is paid
         p = plan_task(config)
         stats = judge_task(p)
         annotation = fit_task(p)
@@ -232,7 +232,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     if track:
         from irflow.tasks.tracking import check_tracking
 
-        check_tracking()  # fail fast, before the plan (a --system retrieval) and any judge call
+        check_tracking(experiment=EXPERIMENT)  # fail fast, before the plan (a --system retrieval) and any judge call
     dataset = args.dataset
     if args.input:
         from irflow.tasks.ingest import import_dataset

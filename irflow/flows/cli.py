@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 from typing import Any
 
@@ -282,13 +283,20 @@ def main(argv: list[str] | None = None) -> int:
     except IrflowError as err:
         print(f"irflow: error: {err}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("irflow: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("irflow: interrupted", file=sys.stderr)
         return 130
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: unwind like Ctrl-C (clean-up runs), exit 143."""
+
+
 def _terminated(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise Terminated()
 
 
 def entry_point() -> None:
@@ -300,7 +308,6 @@ def entry_point() -> None:
     MLflow, logging) still run, and results are already written and closed by then.
     """
     import gc
-    import signal
 
     # SIGTERM (a scheduler stopping the job, `kill PID`) unwinds like Ctrl-C, so the temporary Prefect
     # server and the Dask cluster are stopped and no half-written result is left behind.
