@@ -97,19 +97,24 @@ class CorpusTokens:
         return cls(np.load(folder / "flat.npy"), np.load(folder / "lengths.npy"), vocab)
 
 
+def _tokenizer_identity(spec: BM25Spec) -> dict[str, object]:
+    """What decides the tokens of a text: part of both the token and the index cache keys."""
+    return {
+        "fields": "title text",
+        "lower": True,
+        "pattern": TOKEN_PATTERN,
+        "stopwords": spec.stopwords,
+        "stemmer": spec.stemmer,
+    }
+
+
 def tokens_key(dataset: Dataset, spec: BM25Spec) -> str:
     """sha256 over what changes the corpus tokens (not k1, b or method); the name of their cache folder."""
     identity = {
         "fingerprint": dataset.fingerprint,
         "code": BM25_CODE_VERSION,
         "bm25s": metadata.version("bm25s"),
-        "tokenizer": {
-            "fields": "title text",
-            "lower": True,
-            "pattern": TOKEN_PATTERN,
-            "stopwords": spec.stopwords,
-            "stemmer": spec.stemmer,
-        },
+        "tokenizer": _tokenizer_identity(spec),
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
@@ -229,13 +234,7 @@ def cache_key(dataset: Dataset, spec: BM25Spec) -> str:
         "b": spec.b,
         "code": BM25_CODE_VERSION,
         "bm25s": metadata.version("bm25s"),
-        "tokenizer": {
-            "fields": "title text",
-            "lower": True,
-            "pattern": TOKEN_PATTERN,
-            "stopwords": spec.stopwords,
-            "stemmer": spec.stemmer,
-        },
+        "tokenizer": _tokenizer_identity(spec),
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
