@@ -181,6 +181,51 @@ def test_rrf_hand_example() -> None:
     assert dict(zip(weighted["doc_id"], weighted["score"]))["d2"] == pytest.approx(2.5)
 
 
+def test_rrf_equal_exact_scores_tie_whatever_the_member_order() -> None:
+    """Ranks (1, 2, 10) and (10, 1, 2) fuse to the same rational score: the floats must be equal too,
+    so the doc-id tie rule (descending) orders them, not the last bit of a summation order."""
+    runs = [run_of([("q", "a", 0.0), ("q", "z", 0.0)]).assign(rank=ranks) for ranks in ((1, 10), (2, 1), (10, 2))]
+    fused = fuse_rrf(runs, k=60)
+    scores = dict(zip(fused["doc_id"], fused["score"]))
+    assert scores["a"] == scores["z"]
+    assert ranked(fused) == [("q", "z", 1), ("q", "a", 2)]
+
+
+def test_rrf_orders_as_exact_rational_arithmetic() -> None:
+    """150 random fusions of 2-4 runs with weights 1, 2 or 0.5: every rank equals the rank given by
+    exact Fraction sums (ties by doc id descending), and equal exact sums are equal floats."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(7)
+    for trial in range(150):
+        members, k = int(rng.integers(2, 5)), int(rng.choice([0, 1, 60]))
+        weights = [float(rng.choice([1.0, 2.0, 0.5])) for _ in range(members)]
+        docs = [f"d{i:02d}" for i in range(30)]
+        runs = []
+        for _ in range(members):
+            chosen = rng.permutation(docs)[: int(rng.integers(5, 30))]
+            runs.append(run_of([("q", d, 0.0) for d in chosen]).assign(rank=np.arange(1, len(chosen) + 1)))
+        exact: dict[str, Fraction] = {}
+        for run, w in zip(runs, weights):
+            for doc, rank in zip(run["doc_id"], run["rank"]):
+                exact[doc] = exact.get(doc, Fraction(0)) + Fraction(w) / (k + int(rank))
+        expected = sorted(exact, key=lambda d: (exact[d], d), reverse=True)
+        fused = fuse_rrf(runs, weights=weights, k=k)
+        assert fused["doc_id"].tolist() == expected, f"trial {trial}"
+        floats = dict(zip(fused["doc_id"], fused["score"]))
+        for x in exact:
+            for y in exact:
+                assert (floats[x] == floats[y]) == (exact[x] == exact[y]), f"trial {trial}: {x} vs {y}"
+
+
+def test_rrf_refuses_all_zero_weights_and_drops_zero_weight_members() -> None:
+    a = order_run(run_of([("q", "d1", 2.0), ("q", "d2", 1.0)]))
+    b = order_run(run_of([("q", "d3", 2.0)]))
+    with pytest.raises(ValueError, match="all zero"):
+        fuse_rrf([a, b], weights=[0.0, 0.0])
+    assert ranked(fuse_rrf([a, b], weights=[1.0, 0.0])) == [("q", "d1", 1), ("q", "d2", 2)]
+
+
 def test_rerank_reorders_head_and_keeps_tail_below() -> None:
     first = order_run(run_of([("q", f"d{i}", 10.0 - i) for i in range(5)] + [("r", "x", 1.0)]))
     # top 3 of q (d0, d1, d2) and r's only hit get new scores, in run order: q's head first (sorted qids)

@@ -191,6 +191,7 @@ def test_generated_specs_round_trip() -> None:
         ("hybrid:bm25", InputError, "two or more systems, got 1"),
         ("hybrid(weights=1:2:3):bm25+dense:minilm", InputError, "weights has 3 values for 2 systems"),
         ("hybrid(weights=a:b):bm25+dense:minilm", InputError, "weights"),
+        ("hybrid(weights=0:0):bm25+dense:minilm", InputError, "all zero"),
         ("hybrid(k=-1):bm25+dense:minilm", InputError, "k='-1'"),
         ("hybrid(alpha=0.5):bm25+dense:minilm", UnknownNameError, "unknown hybrid option 'alpha'"),
         ("hybrid:bm25+sparse:x", UnknownNameError, "unknown system kind"),

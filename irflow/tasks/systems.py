@@ -198,7 +198,8 @@ class DenseSpec(_Spec):
 class HybridSpec(_Spec):
     """Reciprocal-rank fusion (Cormack et al. 2009): score(d) = sum_s w_s / (k + rank_s(d)).
 
-    ``depth`` is how deep each member is retrieved; ``None`` means max(run depth, 100).
+    ``depth`` is how deep each member is retrieved; ``None`` means max(run depth, 100). A member of
+    weight 0 contributes nothing, not even its candidates; at least one weight must be positive.
     """
 
     systems: tuple[SystemSpec, ...]
@@ -215,6 +216,8 @@ class HybridSpec(_Spec):
         weights = tuple(_finite_float("weights", w) for w in self.weights) or (1.0,) * len(self.systems)
         if len(weights) != len(self.systems):
             raise _error(f"weights has {len(weights)} values for {len(self.systems)} systems")
+        if not any(weights):
+            raise _error(f"weights={':'.join(map(_num, weights))} are all zero: every document would tie")
         self._set("weights", weights)
         if self.depth is not None:
             self._set("depth", _positive_int("depth", self.depth))
