@@ -218,18 +218,29 @@ def test_import_of_a_zip_routes_through_safe_extraction(tmp_path: Path) -> None:
 
 
 def test_canonical_tables_ids_metadata_and_dropped_qrels(tmp_path: Path) -> None:
+    """Judgements of unknown queries and duplicate lines are dropped and counted; a judgement of a
+    document absent from the corpus is kept (trec_eval / BEIR) and reported as such."""
     qrels = QRELS + "q1\tnope\t1\r\nq9\td1\t1\r\nq2\td2\t1\r\n"
     dataset = imported(write_beir(tmp_path / "toy", DOCS, QUERIES, qrels), "beir", "toy")
     assert list(dataset.corpus.columns) == ["doc_id", "title", "text", "doc_type"]
     assert dataset.corpus.set_index("doc_id").loc["3", "doc_type"] == "code"
     assert sorted(dataset.queries["query_id"]) == ["q1", "q2"], "only judged queries of the split"
     assert dataset.qrels["relevance"].dtype == "int64"
-    assert dataset.grades() == {0: 1, 1: 1, 2: 1}
+    assert dataset.grades() == {0: 1, 1: 2, 2: 1}
+    assert ("q1", "nope", 1) in set(dataset.qrels.itertuples(index=False, name=None))
     assert dataset.manifest["dropped_qrels"] == {
         "unknown_query": 1,
-        "unknown_doc": 1,
+        "unknown_doc": 0,
         "duplicate": 1,
-        "examples": ["q1 -> nope", "q9 -> d1"],
+        "examples": ["q9 -> d1"],
+    }
+    assert dataset.manifest["missing_documents"] == {
+        "judgements": 1,
+        "documents": 1,
+        "relevant_judgements": 1,
+        "queries": 1,
+        "queries_without_retrievable_relevant": 0,
+        "examples": ["q1 -> nope"],
     }
     assert set(dataset.manifest) >= {
         "name",
@@ -242,7 +253,23 @@ def test_canonical_tables_ids_metadata_and_dropped_qrels(tmp_path: Path) -> None
         "source",
         "irflow_version",
     }
-    assert (dataset.manifest["documents"], dataset.manifest["queries"], dataset.manifest["judgements"]) == (3, 2, 3)
+    assert (dataset.manifest["documents"], dataset.manifest["queries"], dataset.manifest["judgements"]) == (3, 2, 4)
+
+
+def test_missing_documents_dropped_on_request_and_a_foreign_qrels_file_refused(tmp_path: Path) -> None:
+    qrels = QRELS + "q1\tnope\t1\r\nq3\tgone\t2\r\n"
+    folder = write_beir(tmp_path / "toy", DOCS, QUERIES, qrels)
+    kept = imported(folder, "beir", "kept")
+    assert kept.manifest["missing_documents"]["queries_without_retrievable_relevant"] == 1, "q3 judges only 'gone'"
+    assert "q3" in set(kept.queries["query_id"])
+    dropped = imported(folder, "beir", "dropped", drop_missing_documents=True)
+    assert dropped.manifest["dropped_qrels"]["unknown_doc"] == 2
+    assert dropped.manifest["missing_documents"]["judgements"] == 0
+    assert "q3" not in set(dropped.queries["query_id"]) and len(dropped.qrels) == len(kept.qrels) - 2
+    assert dropped.manifest["source"]["drop_missing_documents"] is True
+    foreign = write_beir(tmp_path / "foreign", DOCS, QUERIES, "query-id\tcorpus-id\tscore\nq1\tx1\t1\nq2\tx2\t1\n")
+    with pytest.raises(InputError, match="none of the 2 judged documents .* is in the corpus"):
+        ingest.import_dataset(foreign, "beir", "foreign")
 
 
 def test_fingerprint_is_stable_and_sensitive(tmp_path: Path) -> None:
@@ -317,7 +344,7 @@ def test_duplicate_query_id_names_the_id_and_both_lines(tmp_path: Path) -> None:
         ("q1\td1\t1.5\n", r"test\.tsv:1: relevance grade '1.5' is not an integer"),
         ("q1\td1\n", r"test\.tsv:1: expected 3 tab-separated fields"),
         ("q1\td1\t1\nq1\td1\t2\n", r"test\.tsv:2: query 'q1' and document 'd1' judged twice"),
-        ("q9\td1\t1\nq1\tzz\t1\n", r"no judged queries"),
+        ("q9\td1\t1\nq1\tzz\t1\n", r"none of the 1 judged documents .*\(e\.g\. q1 -> zz\).* another collection"),
         ("query-id\tcorpus-id\tscore\n", r"no judged queries"),
     ],
 )

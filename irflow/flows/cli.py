@@ -64,6 +64,8 @@ def cmd_datasets_list(args: argparse.Namespace) -> int:
 
 
 def _print_info(manifest: dict[str, Any]) -> None:
+    from irflow.tasks.ingest.canonical import describe_missing_documents
+
     grades = ", ".join(f"{g}: {n:,}" for g, n in manifest["grades"].items())
     dropped = manifest.get("dropped_qrels", {})
     lines = [
@@ -86,6 +88,9 @@ def _print_info(manifest: dict[str, Any]) -> None:
                 f"unknown documents, {dropped['duplicate']} duplicates",
             )
         )
+    missing = manifest.get("missing_documents") or {}
+    if missing.get("judgements"):
+        lines.append(("not in the corpus", describe_missing_documents(missing)))
     for key, value in lines:
         print(f"{key + ':':<22}{value}")
 
@@ -119,6 +124,7 @@ def cmd_datasets_import(args: argparse.Namespace) -> int:
         mapping=_parse_mapping(args.map),
         base=args.base,
         grade_thresholds=_parse_thresholds(args.grade_thresholds),
+        drop_missing_documents=args.drop_missing_documents,
     )
     _print_info(manifest)
     return 0
@@ -198,6 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base", help="trec-qrels: dataset whose corpus and queries the judgements refer to")
     p.add_argument(
         "--grade-thresholds", help="zbench zELO scores: p thresholds for grades 3,2,1 (default 0.5,0.25,0.1)"
+    )
+    p.add_argument(
+        "--drop-missing-documents",
+        action="store_true",
+        help="drop judgements of documents absent from the corpus (default: keep them, as trec_eval and BEIR do: "
+        "relevant and unretrievable)",
     )
     p.set_defaults(func=cmd_datasets_import)
     p = sub.add_parser("run", help="evaluate systems on a dataset (default: the demo dataset techdocs)")

@@ -57,6 +57,7 @@ class SystemEvaluation:
 
 def dataset_summary(dataset: Dataset) -> dict[str, Any]:
     m = dataset.manifest
+    missing = m.get("missing_documents") or {}
     return {
         "name": dataset.name,
         "split": dataset.split,
@@ -65,6 +66,7 @@ def dataset_summary(dataset: Dataset) -> dict[str, Any]:
         "queries": m.get("queries"),
         "judgements": m.get("judgements"),
         "grades": m.get("grades"),
+        **({"missing_documents": missing} if missing.get("judgements") else {}),
     }
 
 

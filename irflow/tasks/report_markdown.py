@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from irflow.tasks.ingest.canonical import describe_missing_documents
 from irflow.tasks.recommendations import recommendations_section
 from irflow.tasks.report_data import ReportData
 from irflow.tasks.significance import format_p as _p
@@ -81,6 +82,11 @@ def _header(document: Mapping[str, Any]) -> list[str]:
         f"{count('documents')} documents, {count('queries')} judged queries, {count('judgements')} judgements; "
         f"fingerprint `{str(ds['fingerprint'])[:16]}`; depth {document['depth']}.",
         "",
+        *(
+            [f"> **Note.** {describe_missing_documents(ds['missing_documents'])} (kept, as trec_eval and BEIR do).", ""]
+            if ds.get("missing_documents")
+            else []
+        ),
     ]
 
 

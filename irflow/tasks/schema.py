@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 import pandas as pd
 
@@ -118,6 +118,7 @@ class DatasetSummary(TypedDict):
     queries: int | None
     judgements: int | None
     grades: dict[str, int] | None
+    missing_documents: NotRequired[dict[str, Any]]  # judged documents absent from the corpus (kept, unretrievable)
 
 
 class MlflowRef(TypedDict, total=False):

@@ -103,7 +103,10 @@ def _ensure(name: str, split: str) -> Dataset:
         stored = store.read_json(name, "corpus.json")
         if not stored or (source is not None and stored.get("source") != source):
             return False
-        return store.has_split(name, split)
+        if not store.has_split(name, split):
+            return False
+        # stored by an older irflow that dropped judgements of documents absent from the corpus: rebuild
+        return not store.dropped_missing_documents(store.read_manifest(name, split))
 
     with store.reading(name):
         if current():
@@ -166,8 +169,12 @@ def import_dataset(
     mapping: dict[str, str] | None = None,
     base: str | None = None,
     grade_thresholds: tuple[float, ...] | None = None,
+    drop_missing_documents: bool = False,
 ) -> dict[str, Any]:
     """Ingest a local source under ``name``, replacing a dataset of that name; returns the split's manifest.
+
+    Judgements of documents absent from the corpus are kept (trec_eval and BEIR semantics: relevant,
+    unretrievable) and reported in the manifest; ``drop_missing_documents`` drops them instead.
 
     The whole dataset is built and checked in a temporary folder and published by one rename: a
     failure (bad input, interruption) leaves any stored dataset of that name as it was. The corpus
@@ -205,6 +212,8 @@ def import_dataset(
             )
         base_dataset = load_dataset(base)  # read before this name's lock: base may be this very name
     source: dict[str, Any] = {"kind": fmt, "location": str(path.resolve())}
+    if drop_missing_documents:
+        source["drop_missing_documents"] = True
     build = _import_builder(path, fmt, name, split, source, mapping or {}, grade_thresholds, base_dataset)
     with store.building(name):
         manifests = store.publish(name, build)

@@ -18,7 +18,10 @@ objects all at once.
 Checks: ids and texts are strings of valid Unicode (a lone surrogate such as ``"\\ud800"`` is an
 error naming its file and line), document and query ids are unique, every grade is an integer
 from :data:`MIN_GRADE` to :data:`MAX_GRADE`, and each split keeps at least one judgement of a known
-query and document. Judgements of unknown queries or documents are counted and dropped.
+query. Judgements of unknown queries are counted and dropped (they cannot be run); judgements of
+documents absent from the corpus are kept, as trec_eval and BEIR keep them (the document is relevant
+and unretrievable, its query stays in the mean), and reported in the manifest's ``missing_documents``;
+an import may drop them instead (``drop_missing_documents``).
 
 Fingerprint: an order-independent sha256 over the rows of the three tables (each row hashed,
 digests summed mod 2^256, then hashed with the table names and counts). Two ingestions of the
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from irflow.tasks.atomic import write_json
@@ -48,6 +52,9 @@ log = logging.getLogger(__name__)
 BATCH_ROWS = 50_000
 MIN_GRADE = 0
 MAX_GRADE = 1000
+# 2: judgements of documents absent from the corpus are kept (1 dropped them). A stored catalog or
+# embedded dataset of an older format that dropped some is rebuilt on first use.
+STORE_FORMAT = 2
 """Grades are integers from 0 (judged not relevant) to 1000. BEIR, MS MARCO and zELO grades are 0–3;
 trec_eval reads negative grades (TREC's -1, -2) as not relevant, so map those to 0 before import."""
 _REQUIRED = {"corpus": ("doc_id", "title", "text"), "queries": ("query_id", "text")}
@@ -268,12 +275,19 @@ def queries_frame(records: Sequence[QueryRecord], source: str) -> pd.DataFrame:
 
 @dataclass
 class QrelsReport:
-    """What was dropped from the qrels, and why (never silently)."""
+    """What the judgements refer to that the queries or the corpus lack, and what was dropped (never silently).
+
+    Judgements of documents absent from the corpus are *kept* by default (``missing_doc``), as trec_eval
+    and BEIR keep them: the document counts as relevant, no system can retrieve it, and its query stays
+    in the mean. ``unknown_doc`` counts such judgements only when the import was asked to drop them.
+    """
 
     unknown_query: int = 0
     unknown_doc: int = 0
     duplicate: int = 0
+    missing_doc: int = 0
     examples: list[str] = field(default_factory=list)
+    missing: dict[str, Any] = field(default_factory=dict)
 
     @property
     def dropped(self) -> int:
@@ -286,6 +300,24 @@ class QrelsReport:
             "duplicate": self.duplicate,
             "examples": self.examples,
         }
+
+
+def missing_documents_summary(qrels: pd.DataFrame, missing: np.ndarray) -> dict[str, Any]:
+    """The manifest's ``missing_documents`` block: judgements (rows of ``qrels`` flagged in ``missing``)
+    of documents that are not in the corpus, how many are relevant, and which queries they cap."""
+    rows = qrels[missing]
+    relevant = rows[rows["relevance"] > 0]
+    all_relevant = qrels[qrels["relevance"] > 0]
+    capped = sorted(set(relevant["query_id"]))
+    unreachable = sorted(set(capped) - set(all_relevant[~missing[all_relevant.index]]["query_id"]))
+    return {
+        "judgements": int(len(rows)),
+        "documents": int(rows["doc_id"].nunique()),
+        "relevant_judgements": int(len(relevant)),
+        "queries": len(capped),
+        "queries_without_retrievable_relevant": len(unreachable),
+        "examples": [f"{q} -> {d}" for q, d in zip(relevant["query_id"][:5], relevant["doc_id"][:5])],
+    }
 
 
 def check_grade(grade: Any, path: str, line: int | None) -> int:
@@ -309,13 +341,20 @@ def check_grade(grade: Any, path: str, line: int | None) -> int:
 
 
 def clean_qrels(
-    rows: Sequence[QrelRow], query_ids: pd.Series, corpus_path: Path, source: str
+    rows: Sequence[QrelRow],
+    query_ids: pd.Series,
+    corpus_path: Path,
+    source: str,
+    *,
+    drop_missing_documents: bool = False,
 ) -> tuple[pd.DataFrame, QrelsReport]:
     """Validate judgements against the queries and the corpus.
 
     Every grade must pass :func:`check_grade`. Exact duplicate lines are dropped and counted; the
     same pair with two different grades is an error naming both lines; judgements of unknown
-    queries or documents are counted, reported and dropped.
+    queries are counted, reported and dropped (such a query cannot be run). Judgements of documents
+    absent from the corpus are kept and reported (trec_eval and BEIR semantics), or dropped and
+    counted with ``drop_missing_documents``.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -352,8 +391,14 @@ def clean_qrels(
         pa.array(frame["doc_id"].to_numpy(dtype=object), pa.string()), value_set=doc_ids.combine_chunks()
     ).to_numpy(zero_copy_only=False)
     report.unknown_query = int((~known_query).sum())
-    report.unknown_doc = int((known_query & ~known_doc).sum())
-    bad = frame[~(known_query & known_doc)]
+    missing = (known_query & ~known_doc).to_numpy()
+    if drop_missing_documents:
+        report.unknown_doc = int(missing.sum())
+        keep = (known_query & known_doc).to_numpy()
+    else:
+        report.missing_doc = int(missing.sum())
+        keep = known_query.to_numpy()
+    bad = frame[~keep]
     for qid, did in zip(bad["query_id"][:5], bad["doc_id"][:5]):
         report.examples.append(f"{qid} -> {did}")
     if report.dropped:
@@ -366,7 +411,23 @@ def clean_qrels(
             report.duplicate,
             "; ".join(report.examples) or "-",
         )
-    return frame[known_query & known_doc].reset_index(drop=True), report
+    kept = frame[keep].reset_index(drop=True)
+    report.missing = missing_documents_summary(kept, missing[keep])
+    if report.missing_doc:
+        log.warning("%s: %s", source, describe_missing_documents(report.missing))
+    return kept, report
+
+
+def describe_missing_documents(missing: dict[str, Any]) -> str:
+    """One sentence for logs, ``datasets info`` and reports about judged documents absent from the corpus."""
+    text = (
+        f"{missing['documents']:,} judged documents are not in the corpus ({missing['judgements']:,} judgements, "
+        f"{missing['relevant_judgements']:,} relevant): they count as relevant and no system can retrieve them, so "
+        f"{missing['queries']:,} queries cannot score full marks"
+    )
+    if missing.get("queries_without_retrievable_relevant"):
+        text += f" ({missing['queries_without_retrievable_relevant']:,} can score nothing)"
+    return text + (f"; e.g. {'; '.join(missing['examples'])}" if missing.get("examples") else "")
 
 
 # ----------------------------------------------------------------------------- build
@@ -411,9 +472,12 @@ def build_dataset(
     Raises :class:`InputError` (naming the file and line) on the first bad record.
     """
     summary = write_corpus(folder, corpus, source)
+    drop_missing_documents = bool(source.get("drop_missing_documents"))  # the import's choice, kept in provenance
     manifests = {}
     for split in splits:
-        manifests[split.split] = write_split(folder, name, split, source, summary, ignore_identical_ids)
+        manifests[split.split] = write_split(
+            folder, name, split, source, summary, ignore_identical_ids, drop_missing_documents
+        )
     if not manifests:
         raise InputError("no split to store; expected at least one split with judgements", path=corpus.path)
     return manifests
@@ -442,6 +506,7 @@ def write_split(
     source: dict[str, Any],
     corpus_info: dict[str, Any],
     ignore_identical_ids: bool = False,
+    drop_missing_documents: bool = False,
 ) -> dict[str, Any]:
     """Check one split against the corpus already in ``folder`` and write it; returns its manifest.
 
@@ -449,12 +514,26 @@ def write_split(
     """
     check_split(split.split)
     queries = queries_frame(split.queries, split.queries_source)
-    qrels, report = clean_qrels(split.qrels, queries["query_id"], folder / "corpus.parquet", split.qrels_source)
+    qrels, report = clean_qrels(
+        split.qrels,
+        queries["query_id"],
+        folder / "corpus.parquet",
+        split.qrels_source,
+        drop_missing_documents=drop_missing_documents,
+    )
     candidates = split.candidates
     if candidates is None and qrels.empty:
         raise InputError(
             f"no judged queries in split {split.split!r}: every judgement was dropped or the "
             "qrels are empty; expected at least one judgement of a known query and document",
+            path=split.qrels_source,
+        )
+    if candidates is None and report.missing.get("judgements") == len(qrels):
+        raise InputError(
+            f"none of the {report.missing['documents']:,} judged documents of split {split.split!r} is in the "
+            f"corpus (e.g. {'; '.join(f'{q} -> {d}' for q, d in zip(qrels['query_id'][:3], qrels['doc_id'][:3]))}): "
+            "are these judgements of another collection? "
+            "Expected judgements of the corpus's document ids",
             path=split.qrels_source,
         )
     judged = set(qrels["query_id"]) if candidates is None else set(candidates["query_id"])
@@ -472,6 +551,8 @@ def write_split(
         "grades": grades,
         "ignore_identical_ids": ignore_identical_ids,
         "dropped_qrels": report.as_dict(),
+        "missing_documents": report.missing,
+        "store_format": STORE_FORMAT,
         "irflow_version": irflow_version(),
         "document_metadata": corpus_info["metadata_columns"],
         "query_metadata": [c for c in queries.columns if c not in _REQUIRED["queries"]],

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +31,7 @@ from irflow.tasks.config import cache_dir
 from irflow.tasks.schema import Dataset, InputError, UnknownNameError
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 SEGMENT = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 _SEGMENT_RE = re.compile(rf"^{SEGMENT}$")
@@ -160,6 +162,11 @@ def read_json(name: str, *parts: str) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
+def dropped_missing_documents(manifest: dict[str, Any]) -> bool:
+    """True if the split was stored with judgements of documents absent from the corpus dropped."""
+    return bool(manifest.get("dropped_qrels", {}).get("unknown_doc"))
+
+
 def read_manifest(name: str, split: str) -> dict[str, Any]:
     path = dataset_dir(name) / check_split(split) / "manifest.json"
     if not path.is_file():
@@ -172,6 +179,15 @@ def read_manifest(name: str, split: str) -> dict[str, Any]:
 def load_stored(name: str, split: str) -> Dataset:
     """Load a stored split as DataFrames (ids as strings); the caller holds :func:`reading`."""
     manifest = read_manifest(name, split)
+    if dropped_missing_documents(manifest) and "drop_missing_documents" not in manifest.get("source", {}):
+        log.warning(
+            "dataset %r (split %s) was imported by an older irflow, which dropped %d judgements of documents not "
+            "in the corpus (and with them any query judged only on such documents); trec_eval and BEIR keep them: "
+            "import it again to evaluate as they do",
+            name,
+            split,
+            manifest["dropped_qrels"]["unknown_doc"],
+        )
     folder = dataset_dir(name)
     corpus = pd.read_parquet(folder / "corpus.parquet")
     queries = pd.read_parquet(folder / split / "queries.parquet")
