@@ -170,9 +170,12 @@ def test_baseline_is_stored_and_leads_the_comparison(
         "seed": 7,
         "alpha": 0.05,
         "correction": "holm",
+        "ci": "bca",
     }
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert "500 sign flips, seed 7" in report
+    assert "500 resamples, BCa, Efron 1987, expanded for small samples" in report
+    assert "Wilcoxon signed-rank (zero differences dropped" in report and "here: " in report
     assert rebuild_report(tmp_path, dataset).read_text(encoding="utf-8") == report  # the stored options are reused
     table = pd.read_csv(tmp_path / "significance.csv")
     assert set(table["baseline"]) == {DENSE} and set(table["candidate"]) == {"bm25"}

@@ -13,7 +13,7 @@ from typing import Any
 def cmd_report(args: argparse.Namespace) -> int:
     from irflow.tasks.report import rebuild_report
 
-    overrides = {k: v for k in ("permutations", "bootstrap", "seed") if (v := getattr(args, k)) is not None}
+    overrides = {k: v for k in ("permutations", "bootstrap", "seed", "ci") if (v := getattr(args, k)) is not None}
     path = rebuild_report(args.run_dir, load=not args.no_dataset, **overrides)
     print(f"report: {path} (plots in {path.parent / 'plots'}/, tests in {path.parent / 'significance.csv'})")
     return 0
@@ -31,6 +31,9 @@ def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--permutations", type=int, help="randomization test sign flips (default: as stored, 10000)")
     p.add_argument("--bootstrap", type=int, help="bootstrap resamples for the CIs (default: as stored, 10000)")
     p.add_argument("--seed", type=int, help="seed of the randomization test and bootstrap (default: as stored, 0)")
+    p.add_argument(
+        "--ci", choices=["bca", "percentile"], help="bootstrap confidence interval method (default: as stored, bca)"
+    )
     p.set_defaults(func=cmd_report)
     return p
 

@@ -17,7 +17,14 @@ from irflow.tasks.significance import compare_all, compare_systems
 
 HEADLINE = "nDCG@10"  # the headline metric when computed; otherwise the first one
 ANALYSIS_DEPTH = 10  # top-k of the document-type and length analyses
-SIGNIFICANCE = {"permutations": 10_000, "bootstrap": 10_000, "seed": 0, "alpha": 0.05, "correction": "holm"}
+SIGNIFICANCE = {
+    "permutations": 10_000,
+    "bootstrap": 10_000,
+    "seed": 0,
+    "alpha": 0.05,
+    "correction": "holm",
+    "ci": "bca",  # the bootstrap interval's method (significance.CI_METHODS)
+}
 MAX_SEGMENT_VALUES = 30  # a metadata column with more distinct values is free text, not a segment
 
 

@@ -188,9 +188,10 @@ def _significance_section(data: ReportData, plot_files: Mapping[str, str]) -> li
         "",
         f"Paired over the {n} queries (the unit of comparison is the query, never repeated runs of a "
         "deterministic system). Tests: paired t-test; Wilcoxon signed-rank (zero differences dropped, "
-        "scipy's `zero_method='wilcox'`); Fisher randomization test (Smucker, Allan & Carterette 2007), "
+        "average ranks for ties, no continuity correction; "
+        f"{_wilcoxon_methods(data)}); Fisher randomization test (Smucker, Allan & Carterette 2007), "
         f"the primary test, corrected for multiple comparisons ({correction}); {data.ci_label} of the mean difference "
-        f"by paired bootstrap ({data.options['bootstrap']:,} resamples, percentile); "
+        f"by paired bootstrap ({data.options['bootstrap']:,} resamples, {_CI_METHODS[data.options['ci']]}); "
         "d_z = mean Δ / sd of Δ (|d_z| ≈ 0.2 small, 0.5 medium, 0.8 large; Cohen 1988).",
         "",
     ]
@@ -203,6 +204,29 @@ def _significance_section(data: ReportData, plot_files: Mapping[str, str]) -> li
         ]
     lines += _img(plot_files, "differences", f"per-query difference in {data.headline}")
     return lines
+
+
+_CI_METHODS = {
+    "bca": "BCa, Efron 1987, expanded for small samples as Hesterberg 2015",
+    "percentile": "percentile interval",
+}
+_WILCOXON_METHODS = {
+    "exact": "exact null distribution",
+    "permutation": "exact over every sign flip (zeros or ties)",
+    "normal": "normal approximation with tie-corrected variance",
+}
+
+
+def _wilcoxon_methods(data: ReportData) -> str:
+    """Which null distribution the Wilcoxon p-values used, e.g. "here: normal approximation ..." ."""
+    methods = data.comparisons["wilcoxon_method"] if "wilcoxon_method" in data.comparisons else pd.Series(dtype=str)
+    counts = methods.value_counts()
+    if counts.empty:
+        return "scipy"
+    if len(counts) == 1:
+        return f"here: {_WILCOXON_METHODS.get(str(counts.index[0]), str(counts.index[0]))}"
+    parts = [f"{_WILCOXON_METHODS.get(str(m), str(m))} for {n}" for m, n in counts.items()]
+    return "here: " + ", ".join(parts) + f" of {int(counts.sum())} comparisons"
 
 
 def _comparison_table(data: ReportData, table: pd.DataFrame, pairs: bool = False) -> list[str]:
