@@ -520,6 +520,36 @@ def test_bad_inputs_raise():
         evaluate(EDGE_RUN, EDGE_QRELS, ["P@1"], relevance_level=0)
 
 
+def test_edges_fail_with_named_errors_not_overflow_or_nan():
+    with pytest.raises(
+        UnknownNameError, match=r"cutoff 9223372036854775808 is too large; expected at most 2,147,483,647"
+    ):
+        evaluate(EDGE_RUN, EDGE_QRELS, ["R_cap@9223372036854775808"])
+    run, huge = run_df([("q", "a", 1.0)]), qrels_df([("q", "a", 1100), ("q", "b", 2)])
+    with pytest.raises(
+        InputError, match=r"grade 1100 \(query 'q', document 'a'\) is too large for nDCG\(dcg='exp-log2'\)"
+    ):
+        evaluate(run, huge, ["nDCG(dcg='exp-log2')@10"])
+    assert evaluate(run, huge, ["nDCG@10"])["value"].tolist() == [pytest.approx(1100 / (1100 + 2 / math.log2(3)))]
+    top = qrels_df([("q", "a", 1000), ("q", "b", 1000)])  # the largest grade irflow stores: finite gains
+    assert evaluate(run, top, ["nDCG(dcg='exp-log2')@10"])["value"].tolist() == [
+        pytest.approx(1 / (1 + 1 / math.log2(3)))
+    ]
+
+
+def test_scores_are_compared_as_doubles_like_trec_eval_10_not_float32_like_pytrec_eval():
+    """trec_eval >= 10 reads scores as doubles; pytrec_eval (trec_eval 9's code) stores float32. Two
+    scores that differ only beyond float32 precision are distinct here and tied there. This pins
+    irflow to trec_eval >= 10: do not "fix" it towards pytrec_eval."""
+    run = run_df([("q", "a", 1.000000000001), ("q", "b", 1.0)])
+    qrels = qrels_df([("q", "a", 1), ("q", "b", 0)])
+    assert evaluate(run, qrels, ["RR"])["value"].tolist() == [1.0]  # a scores higher: first
+    tied = pytrec_eval.RelevanceEvaluator({"q": {"a": 1, "b": 0}}, {"recip_rank"}).evaluate(
+        {"q": {"a": 1.000000000001, "b": 1.0}}
+    )
+    assert tied["q"]["recip_rank"] == 0.5  # float32: a tie, broken by doc id descending: b first
+
+
 def test_integer_ids_are_compared_as_strings():
     run = pd.DataFrame({"query_id": [1, 1, 1], "doc_id": [9, 10, 1], "score": [1.0, 1.0, 1.0]})
     qrels = pd.DataFrame({"query_id": ["1", "1"], "doc_id": ["10", "1"], "relevance": [1, 1]})

@@ -18,10 +18,13 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from irflow.tasks.schema import InputError
+
 from ._core import build_ranking
 from .measures import FAMILIES, Family, Measure, parse_measures
 
 COLUMNS = ("query_id", "measure", "value")
+MAX_EXP_GRADE = 1000  # 2^1000 gains summed over millions of documents still fit a double (max ~2^1024)
 
 
 def _depths(measures: Sequence[Measure], relevance_level: int) -> dict[str, int | None]:
@@ -67,6 +70,8 @@ def evaluate(
     ms = parse_measures(measures)
     if not ms:
         raise ValueError("evaluate: no measures requested")
+    if any(m.dcg == "exp-log2" for m in ms):
+        check_exp_gains(qrels)
     ranking = build_ranking(run, qrels, **_depths(ms, relevance_level))
 
     nq, nm = ranking.n_queries, len(ms)
@@ -86,6 +91,19 @@ def evaluate(
             "value": values.reshape(-1),
         }
     )
+
+
+def check_exp_gains(qrels: pd.DataFrame) -> None:
+    """Refuse grades whose exp-log2 gain 2^g − 1 would overflow a double in a DCG sum (g > MAX_EXP_GRADE)."""
+    grades = pd.to_numeric(qrels["relevance"], errors="coerce")
+    too_big = grades > MAX_EXP_GRADE
+    if too_big.any():
+        row = qrels[too_big].iloc[0]
+        raise InputError(
+            f"qrels: grade {row['relevance']} (query {row['query_id']!r}, document {row['doc_id']!r}) is too large "
+            f"for nDCG(dcg='exp-log2'): its gain 2^g - 1 overflows a double; expected grades up to {MAX_EXP_GRADE} "
+            "(or the linear gain, nDCG@k)"
+        )
 
 
 def mean(per_query: pd.DataFrame) -> dict[str, float]:

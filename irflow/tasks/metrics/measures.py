@@ -62,6 +62,7 @@ def register(family: Family) -> Family:
 
 
 _DCG_VALUES = ("log2", "exp-log2")
+MAX_CUTOFF = 2**31 - 1  # beyond any run (irflow's depth is at most 1,000); keeps numpy's int64 arithmetic exact
 _DEFAULTS: dict[str, Any] = {"dcg": "log2", "rel": None}
 _EXAMPLES = "e.g. 'nDCG@10', \"nDCG(dcg='exp-log2')@10\", 'P(rel=2)@10', 'RR', 'Rprec'"
 
@@ -100,6 +101,8 @@ class Measure:
         if self.cutoff is not None:
             if isinstance(self.cutoff, bool) or not isinstance(self.cutoff, int) or self.cutoff < 1:
                 raise ValueError(f"{self.family}: cutoff must be a positive int, got {self.cutoff!r}")
+            if self.cutoff > MAX_CUTOFF:
+                raise ValueError(f"{self.family}: cutoff {self.cutoff} is too large; expected at most {MAX_CUTOFF:,}")
         if fam.cutoff == "required" and self.cutoff is None:
             raise ValueError(f"{self.family} needs a cutoff, e.g. {self.family}@10")
         if fam.cutoff == "forbidden" and self.cutoff is not None:
