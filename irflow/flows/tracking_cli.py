@@ -129,7 +129,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def format_changes(changes: Any, alpha: float = 0.05) -> str:
     """A fixed-width table of ``tasks.regression.paired_changes``."""
-    head = ("dataset", "system", "metric", "before", "after", "delta", "95% CI", "p", "p adj", "W/T/L")
+    head = ("dataset", "system", "metric", "before", "after", "delta", "95% CI (BCa)", "p", "p adj", "W/T/L")
     rows = [
         (
             r["dataset"],
