@@ -64,7 +64,7 @@ def cmd_datasets_list(args: argparse.Namespace) -> int:
 
 
 def _print_info(manifest: dict[str, Any]) -> None:
-    from irflow.tasks.ingest.canonical import describe_missing_documents
+    from irflow.tasks.ingest.qrels import describe_missing_documents
 
     grades = ", ".join(f"{g}: {n:,}" for g, n in manifest["grades"].items())
     dropped = manifest.get("dropped_qrels", {})

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from irflow.tasks.ingest.canonical import describe_missing_documents
+from irflow.tasks.ingest.qrels import describe_missing_documents
 from irflow.tasks.recommendations import recommendations_section
 from irflow.tasks.report_data import ReportData
 from irflow.tasks.significance import format_p as _p

@@ -41,8 +41,9 @@ from typing import Any
 
 from irflow.tasks.atomic import clean_stale, file_lock, temp_name, write_json
 from irflow.tasks.config import beir_base_url, cache_dir, package_data
-from irflow.tasks.ingest.canonical import CorpusSource, DocRecord, SplitSource
+from irflow.tasks.ingest.canonical import CorpusSource, SplitSource
 from irflow.tasks.ingest.readers import iter_jsonl, read_qrels, require_id, require_text
+from irflow.tasks.ingest.records import DocRecord
 from irflow.tasks.schema import DownloadError, InputError, UnknownNameError
 
 log = logging.getLogger(__name__)

@@ -25,8 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from irflow.tasks.ingest import canonical
-from irflow.tasks.ingest.canonical import CorpusSource, DocRecord, QueryRecord, SplitSource
+from irflow.tasks.ingest.canonical import CorpusSource, SplitSource
 from irflow.tasks.ingest.readers import (
     iter_jsonl,
     iter_lines,
@@ -36,6 +35,7 @@ from irflow.tasks.ingest.readers import (
     require_id,
     require_text,
 )
+from irflow.tasks.ingest.records import DocRecord, QueryRecord, is_missing
 from irflow.tasks.schema import Dataset, InputError
 
 DEFAULT_GRADE_THRESHOLDS = (0.5, 0.25, 0.1)
@@ -159,7 +159,7 @@ def _split_row(
     for col in columns.values():
         if col and col not in row:
             raise InputError(f"missing required field '{col}'", path=str(path), line=line)
-    meta = {k: v for k, v in row.items() if k not in used and not canonical.is_missing(v)}
+    meta = {k: v for k, v in row.items() if k not in used and not is_missing(v)}
     return values, meta, columns
 
 
@@ -344,12 +344,12 @@ def qrels_over_base(path: Path, base: Dataset, split: str) -> tuple[CorpusSource
 
     def documents() -> Iterator[DocRecord]:
         for i, rec in enumerate(base.corpus.to_dict("records"), 1):
-            meta = {c: rec[c] for c in meta_cols if not canonical.is_missing(rec[c])}
+            meta = {c: rec[c] for c in meta_cols if not is_missing(rec[c])}
             yield rec["doc_id"], rec["title"], rec["text"], meta or None, i
 
     q_meta = [c for c in base.queries.columns if c not in ("query_id", "text")]
     queries: list[QueryRecord] = [
-        (r["query_id"], r["text"], {c: r[c] for c in q_meta if not canonical.is_missing(r[c])} or None, i)
+        (r["query_id"], r["text"], {c: r[c] for c in q_meta if not is_missing(r[c])} or None, i)
         for i, r in enumerate(base.queries.to_dict("records"), 1)
     ]
     provenance = {"base": base.name, "base_split": base.split, "base_fingerprint": base.fingerprint}

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from irflow.tasks.ingest.canonical import MAX_GRADE, MIN_GRADE
+from irflow.tasks.ingest.records import MAX_GRADE, MIN_GRADE
 from irflow.tasks.schema import InputError
 
 
