@@ -64,6 +64,8 @@ def reference(
     RR@k: pytrec_eval's recip_rank on the run cut to its top k in trec order.
     R_cap@k: pytrec_eval's P_k * k / min(k, num_rel).
     nDCG(dcg='exp-log2'): pytrec_eval's ndcg_cut with every grade g replaced by 2^g - 1.
+    Bpref: pytrec_eval's bpref. Judged@k: counted by hand over the top k in trec order (grade >= 0).
+    judged_only=True: the same reference on the run with its unjudged documents removed.
     """
     run_d, qrels_d = to_dicts(run, qrels)
     judged = sorted(qrels_d)
@@ -75,10 +77,21 @@ def reference(
                 v = vals[key] if not callable(key) else key(vals)
                 out.loc[q, name] = v
 
+    def judged(q: str, d: str) -> bool:  # a negative grade is trec_eval's "in the pool but unjudged"
+        return qrels_d.get(q, {}).get(d, -1) >= 0
+
+    condensed_d = {q: {d: v for d, v in ds.items() if judged(q, d)} for q, ds in run_d.items()}
     for m in measures:
         rel = relevance_level if m.rel is None else m.rel
         k = m.cutoff
-        if m.family == "nDCG":
+        run_d = condensed_d if m.judged_only else to_dicts(run, qrels)[0]
+        if m.family == "Judged":  # no trec_eval measure: counted here by hand, in trec order
+            for q, ds in run_d.items():
+                if q in out.index:
+                    out.loc[q, m.name] = sum(judged(q, d) for d, _ in trec_sorted(ds)[:k]) / k
+        elif m.family == "Bpref":
+            put(m.name, _pytrec(qrels_d, run_d, {"bpref"}, rel), "bpref")
+        elif m.family == "nDCG":
             q_d = qrels_d
             if m.dcg == "exp-log2":
                 q_d = {q: {d: (2**g - 1 if g > 0 else g) for d, g in ds.items()} for q, ds in qrels_d.items()}
@@ -128,7 +141,7 @@ def assert_matches(
     return got
 
 
-ALL_FAMILIES = ["nDCG", "P", "R", "R_cap", "RR", "AP", "Success"]
+ALL_FAMILIES = ["nDCG", "P", "R", "R_cap", "RR", "AP", "Success", "Judged"]
 
 
 def all_measures(cutoffs=(1, 2, 3, 5, 10, 100)) -> list[Measure]:
@@ -149,6 +162,12 @@ def all_measures(cutoffs=(1, 2, 3, 5, 10, 100)) -> list[Measure]:
             "Success(rel=2)@5",
             "Rprec(rel=2)",
             "R_cap(rel=2)@5",
+            "Bpref",
+            "Bpref(rel=2)",
+            "nDCG(judged_only=True)@10",
+            "P(judged_only=True)@5",
+            "AP(judged_only=True)",
+            "RR(judged_only=True,rel=2)@10",
         ]
     )
 
@@ -278,7 +297,9 @@ def test_query_without_relevant_judgements_is_kept_with_zeros():
     assert "norel" in res and all(v == 0.0 for v in res["norel"].values())
     per_query = evaluate(EDGE_RUN, EDGE_QRELS, all_measures())
     norel = per_query[per_query["query_id"] == "norel"]
-    assert len(norel) == len(all_measures()) and (norel["value"] == 0.0).all()
+    judged = norel["measure"].str.startswith("Judged")  # its documents are judged (grade 0): not a zero
+    assert len(norel) == len(all_measures()) and (norel.loc[~judged, "value"] == 0.0).all()
+    assert (norel.loc[judged, "value"] > 0).all()
 
 
 def test_empty_run_scores_zero_everywhere():
@@ -431,6 +452,9 @@ NAMES_AND_KEYS = {
     "R_cap@10": "r_cap_at_10",
     "nDCG(dcg='exp-log2')@10": "ndcg_dcg_exp_log2_at_10",
     "P(rel=2)@10": "p_rel_2_at_10",
+    "Judged@10": "judged_at_10",
+    "Bpref": "bpref",
+    "nDCG(judged_only=True)@10": "ndcg_judged_only_true_at_10",
 }
 
 
@@ -476,6 +500,9 @@ def test_expand_families_by_cutoffs():
         "nDCG(dcg='exp')@10",
         "P(rel=0)@10",
         "P(foo=1)@5",
+        "Judged(judged_only=True)@10",
+        "Bpref@10",
+        "P(judged_only=yes)@5",
         "",
     ],
 )

@@ -17,7 +17,7 @@ missing from the run score 0; queries with no relevant judgement score 0 and sta
 duplicate (query_id, doc_id) rows are an error.
 
 Layout follows ranx and ir_measures: one module per family (``ndcg``, ``precision``, ``recall``,
-``reciprocal_rank``, ``average_precision``, ``success``, ``rprec``), each holding a vectorised
+``reciprocal_rank``, ``average_precision``, ``success``, ``rprec``, ``bpref``, ``judged``), each holding a vectorised
 ``compute(ranking, measures, relevance_level)`` over the shared grade matrix of ``_core`` and the
 family's one declaration (:class:`Family`), registered on import (below). ``measures`` holds the
 registry and the :class:`Measure` spec; ``evaluate`` runs the registered families and never imports
@@ -26,7 +26,17 @@ a family module.
 
 from __future__ import annotations
 
-from . import average_precision, ndcg, precision, recall, reciprocal_rank, rprec, success  # noqa: F401 (registers)
+from . import (  # noqa: F401 (each registers its family)
+    average_precision,
+    bpref,
+    judged,
+    ndcg,
+    precision,
+    recall,
+    reciprocal_rank,
+    rprec,
+    success,
+)
 from .evaluate import COLUMNS, evaluate, mean
 from .measures import FAMILIES, Family, Measure, expand, parse_measure, parse_measures
 

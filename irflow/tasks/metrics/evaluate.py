@@ -72,17 +72,25 @@ def evaluate(
         raise ValueError("evaluate: no measures requested")
     if any(m.dcg == "exp-log2" for m in ms):
         check_exp_gains(qrels)
-    ranking = build_ranking(run, qrels, **_depths(ms, relevance_level))
-
-    nq, nm = ranking.n_queries, len(ms)
-    values = np.empty((nq, nm), dtype=np.float64)
-    by_family: dict[Family, list[int]] = {}
-    for j, m in enumerate(ms):
-        by_family.setdefault(FAMILIES[m.family], []).append(j)
-    for family, cols in by_family.items():
-        results = family.compute(ranking, [ms[j] for j in cols], relevance_level)
-        for j, v in zip(cols, results):
-            values[:, j] = v
+    nm = len(ms)
+    values = np.empty((0, nm), dtype=np.float64)
+    for condensed in (False, True):  # the run as given, then the condensed list (judged_only=True)
+        columns = [j for j, m in enumerate(ms) if m.judged_only == condensed]
+        if not columns:
+            continue
+        ranking = build_ranking(
+            judged_only(run, qrels) if condensed else run, qrels, **_depths([ms[j] for j in columns], relevance_level)
+        )
+        if len(values) != ranking.n_queries:
+            values = np.empty((ranking.n_queries, nm), dtype=np.float64)
+        by_family: dict[Family, list[int]] = {}
+        for j in columns:
+            by_family.setdefault(FAMILIES[ms[j].family], []).append(j)
+        for family, cols in by_family.items():
+            results = family.compute(ranking, [ms[j] for j in cols], relevance_level)
+            for j, v in zip(cols, results):
+                values[:, j] = v
+    nq = ranking.n_queries
 
     return pd.DataFrame(
         {
@@ -91,6 +99,15 @@ def evaluate(
             "value": values.reshape(-1),
         }
     )
+
+
+def judged_only(run: pd.DataFrame, qrels: pd.DataFrame) -> pd.DataFrame:
+    """The condensed run: only the rows whose (query, document) pair is judged (Sakai 2007); a negative
+    grade is trec_eval's "in the pool but unjudged", so it does not count as judged."""
+    judged = qrels[pd.to_numeric(qrels["relevance"], errors="coerce") >= 0]
+    pairs = pd.MultiIndex.from_arrays([judged["query_id"].astype(str), judged["doc_id"].astype(str)])
+    keep = pd.MultiIndex.from_arrays([run["query_id"].astype(str), run["doc_id"].astype(str)]).isin(pairs)
+    return run[keep]
 
 
 def check_exp_gains(qrels: pd.DataFrame) -> None:

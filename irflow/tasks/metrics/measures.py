@@ -36,7 +36,8 @@ class Family:
     * ``params`` — the parameters it accepts besides the cutoff (``rel``, ``dcg``);
     * ``depth`` — how deep it reads the ranking: to its cutoff, or to rank R = #relevant (Rprec);
     * ``ideal`` — whether it needs the ideal ranking (nDCG's normaliser) to its cutoff;
-    * ``aliases`` — other case-insensitive spellings :func:`parse_measure` accepts.
+    * ``aliases`` — other case-insensitive spellings :func:`parse_measure` accepts;
+    * ``condensed`` — whether ``judged_only=True`` (the condensed list) means something for it.
     """
 
     name: str
@@ -47,6 +48,7 @@ class Family:
     depth: Literal["cutoff", "relevant"] = "cutoff"
     ideal: bool = False
     aliases: tuple[str, ...] = ()
+    condensed: bool = True
 
 
 FAMILIES: dict[str, Family] = {}
@@ -63,7 +65,7 @@ def register(family: Family) -> Family:
 
 _DCG_VALUES = ("log2", "exp-log2")
 MAX_CUTOFF = 2**31 - 1  # beyond any run (irflow's depth is at most 1,000); keeps numpy's int64 arithmetic exact
-_DEFAULTS: dict[str, Any] = {"dcg": "log2", "rel": None}
+_DEFAULTS: dict[str, Any] = {"dcg": "log2", "rel": None, "judged_only": False}
 _EXAMPLES = "e.g. 'nDCG@10', \"nDCG(dcg='exp-log2')@10\", 'P(rel=2)@10', 'RR', 'Rprec'"
 
 
@@ -81,12 +83,16 @@ class Measure:
     * ``rel`` — minimum grade counted as relevant; ``None`` takes ``evaluate(relevance_level=)``.
       nDCG has no ``rel``: like trec_eval it uses every positive grade as gain.
     * ``dcg`` — nDCG only: ``'log2'`` (gain = grade, trec_eval) or ``'exp-log2'`` (gain = 2^grade − 1).
+    * ``judged_only`` — evaluate the condensed list: unjudged documents removed from the run before
+      ranking (Sakai 2007, "Alternatives to Bpref"; ir_measures' ``judged_only``), e.g.
+      ``nDCG(judged_only=True)@10``. For incomplete judgements; not for Judged or Bpref.
     """
 
     family: str
     cutoff: int | None = None
     rel: int | None = None
     dcg: str = "log2"
+    judged_only: bool = False
 
     def __post_init__(self) -> None:
         for name in ("cutoff", "rel"):  # accept numpy integers, store plain ints
@@ -114,6 +120,10 @@ class Measure:
                 )
             if isinstance(self.rel, bool) or not isinstance(self.rel, int) or self.rel < 1:
                 raise ValueError(f"{self.family}: rel must be an int >= 1, got {self.rel!r}")
+        if not isinstance(self.judged_only, bool):
+            raise ValueError(f"{self.family}: judged_only must be True or False, got {self.judged_only!r}")
+        if self.judged_only and not fam.condensed:
+            raise ValueError(f"{self.family} takes no 'judged_only' parameter (it reads judged documents only already)")
         if self.dcg != "log2":
             if "dcg" not in fam.params:
                 raise ValueError(f"{self.family} takes no 'dcg' parameter")
@@ -127,7 +137,8 @@ class Measure:
     def params(self) -> dict[str, Any]:
         """Parameters that differ from their default, sorted by name."""
         out = {}
-        for p in sorted(FAMILIES[self.family].params):
+        family = FAMILIES[self.family]
+        for p in sorted((*family.params, "judged_only") if family.condensed else family.params):
             v = getattr(self, p)
             if v != _DEFAULTS[p]:
                 out[p] = v
@@ -158,7 +169,7 @@ class Measure:
 
 
 _NAME_RE = re.compile(r"^\s*(?P<fam>[A-Za-z_]+)\s*(?:\((?P<params>[^()]*)\))?\s*(?:@\s*(?P<k>\d+))?\s*$")
-_PARAM_RE = re.compile(r"^\s*(?P<k>[A-Za-z_]+)\s*=\s*(?P<v>'[^']*'|\"[^\"]*\"|[+-]?\d+)\s*$")
+_PARAM_RE = re.compile(r"^\s*(?P<k>[A-Za-z_]+)\s*=\s*(?P<v>'[^']*'|\"[^\"]*\"|[+-]?\d+|True|False)\s*$")
 
 
 def _bad(name: str, why: str) -> UnknownNameError:
@@ -188,12 +199,13 @@ def parse_measure(name: str | Measure) -> Measure:
             if pm is None:
                 raise _bad(name, f"cannot read parameter {part.strip()!r}")
             key, raw = pm.group("k"), pm.group("v")
-            if key not in FAMILIES[fam].params:
-                allowed = ", ".join(FAMILIES[fam].params) or "none"
+            known = (*FAMILIES[fam].params, "judged_only") if FAMILIES[fam].condensed else FAMILIES[fam].params
+            if key not in known:
+                allowed = ", ".join(known) or "none"
                 raise _bad(name, f"{fam} has no parameter {key!r} (allowed: {allowed})")
             if key in kwargs:
                 raise _bad(name, f"parameter {key!r} given twice")
-            kwargs[key] = raw[1:-1] if raw[0] in "'\"" else int(raw)
+            kwargs[key] = raw[1:-1] if raw[0] in "'\"" else raw == "True" if raw in ("True", "False") else int(raw)
     if m.group("k") is not None:
         kwargs["cutoff"] = int(m.group("k"))
     try:
