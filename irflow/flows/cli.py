@@ -125,6 +125,7 @@ def cmd_datasets_import(args: argparse.Namespace) -> int:
         base=args.base,
         grade_thresholds=_parse_thresholds(args.grade_thresholds),
         drop_missing_documents=args.drop_missing_documents,
+        min_impressions=args.min_impressions,
     )
     _print_info(manifest)
     return 0
@@ -190,7 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = ds_sub.add_parser("import", help="ingest a local source under a new name")
     p.add_argument("path")
     p.add_argument(
-        "--format", required=True, choices=["beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels"]
+        "--format",
+        required=True,
+        choices=["beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels", "clicks"],
     )
     p.add_argument("--name", required=True)
     p.add_argument("--split", help="split name (default: test; dev for msmarco)")
@@ -201,9 +204,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TABLE.FIELD=COLUMN",
         help="source column for a canonical field, e.g. corpus.text=body (repeatable)",
     )
-    p.add_argument("--base", help="trec-qrels: dataset whose corpus and queries the judgements refer to")
+    p.add_argument("--base", help="trec-qrels, clicks: dataset whose corpus (and queries) the judgements refer to")
     p.add_argument(
-        "--grade-thresholds", help="zbench zELO scores: p thresholds for grades 3,2,1 (default 0.5,0.25,0.1)"
+        "--grade-thresholds",
+        help="zbench zELO scores / clicks attractiveness: thresholds for grades 3,2,1 (default 0.5,0.25,0.1)",
+    )
+    p.add_argument(
+        "--min-impressions",
+        type=int,
+        default=10,
+        help="clicks: a (query, document) pair shown fewer times stays unjudged (default 10)",
     )
     p.add_argument(
         "--drop-missing-documents",

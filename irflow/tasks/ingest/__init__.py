@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from irflow.tasks.config import package_data
-from irflow.tasks.ingest import beir, canonical, custom, msmarco, store
+from irflow.tasks.ingest import beir, canonical, clicks, custom, msmarco, store
 from irflow.tasks.schema import Dataset, InputError, UnknownNameError
 
 EMBEDDED = {"techdocs": package_data("datasets", "techdocs")}
-FORMATS = ("beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels")
-_FILE_FORMATS = {"zbench", "trec-qrels"}
+FORMATS = ("beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels", "clicks")
+_FILE_FORMATS = {"zbench", "trec-qrels", "clicks"}
+_OVER_BASE = {"trec-qrels", "clicks"}  # formats that judge the corpus (and queries) of another dataset
 _FOLDER_FORMATS = {"msmarco", "jsonl", "csv", "parquet"}
 
 __all__ = ["FORMATS", "check_name", "dataset_info", "default_split", "import_dataset", "list_datasets", "load_dataset"]
@@ -170,6 +171,7 @@ def import_dataset(
     base: str | None = None,
     grade_thresholds: tuple[float, ...] | None = None,
     drop_missing_documents: bool = False,
+    min_impressions: int = clicks.MIN_IMPRESSIONS,
 ) -> dict[str, Any]:
     """Ingest a local source under ``name``, replacing a dataset of that name; returns the split's manifest.
 
@@ -184,7 +186,8 @@ def import_dataset(
     qrels.<split>.tsv), ``jsonl``/``csv``/``parquet`` (a folder with corpus, queries and qrels
     files; ``mapping`` renames source columns), ``zbench`` (QueryDocuments or
     AnnotatedQueryDocuments JSONL), ``trec-qrels`` (new judgements over the corpus and queries
-    of dataset ``base``).
+    of dataset ``base``), ``clicks`` (a click log, graded by a position-based click model over
+    the corpus of dataset ``base``; pairs shown fewer than ``min_impressions`` times stay unjudged).
     """
     if name in EMBEDDED:
         raise InputError(f"dataset name {name!r} is reserved; choose another name")
@@ -205,16 +208,18 @@ def import_dataset(
             f"is a file; --format {fmt} reads a folder (see irflow datasets import --help)", path=str(path)
         )
     base_dataset = None
-    if fmt == "trec-qrels":
+    if fmt in _OVER_BASE:
         if not base:
             raise InputError(
-                "--format trec-qrels needs --base NAME: the dataset whose corpus and queries the judgements refer to"
+                f"--format {fmt} needs --base NAME: the dataset whose corpus and queries the judgements refer to"
             )
         base_dataset = load_dataset(base)  # read before this name's lock: base may be this very name
     source: dict[str, Any] = {"kind": fmt, "location": str(path.resolve())}
     if drop_missing_documents:
         source["drop_missing_documents"] = True
-    build = _import_builder(path, fmt, name, split, source, mapping or {}, grade_thresholds, base_dataset)
+    build = _import_builder(
+        path, fmt, name, split, source, mapping or {}, grade_thresholds, base_dataset, min_impressions
+    )
     with store.building(name):
         manifests = store.publish(name, build)
     wanted = split or (msmarco.DEFAULT_SPLIT if fmt == "msmarco" else "test")
@@ -230,6 +235,7 @@ def _import_builder(
     mapping: dict[str, str],
     grade_thresholds: tuple[float, ...] | None,
     base: Dataset | None,
+    min_impressions: int = clicks.MIN_IMPRESSIONS,
 ) -> Callable[[Path], dict[str, dict[str, Any]]]:
     """The function that reads ``path`` and builds the dataset into a folder (see :func:`import_dataset`)."""
 
@@ -249,7 +255,12 @@ def _import_builder(
             graded = {**source, "grading": parsed.grading}
             return canonical.build_dataset(folder, name, parsed.corpus_source(), [parsed.split(wanted)], graded)
         assert base is not None
-        corpus, split_source, provenance = custom.qrels_over_base(path, base, wanted)
+        if fmt == "clicks":
+            thresholds = grade_thresholds or clicks.THRESHOLDS
+            over = clicks.clicks_over_base(path, base, wanted, min_impressions=min_impressions, thresholds=thresholds)
+            corpus, split_source, provenance = over
+        else:
+            corpus, split_source, provenance = custom.qrels_over_base(path, base, wanted)
         return canonical.build_dataset(folder, name, corpus, [split_source], {**source, **provenance})
 
     return build

@@ -339,19 +339,30 @@ def qrels_over_base(path: Path, base: Dataset, split: str) -> tuple[CorpusSource
     Returns the corpus, the split and the provenance to add to the source.
     """
     rows = read_qrels(path)
+    split_source = SplitSource(split, base_queries(base), rows, f"{base.name} queries", str(path))
+    return base_corpus(base), split_source, base_provenance(base)
+
+
+def base_corpus(base: Dataset) -> CorpusSource:
+    """The documents of dataset ``base``, as records for a dataset built over it."""
     meta_cols = [c for c in base.corpus.columns if c not in ("doc_id", "title", "text")]
-    where = f"{base.name} corpus"
 
     def documents() -> Iterator[DocRecord]:
         for i, rec in enumerate(base.corpus.to_dict("records"), 1):
             meta = {c: rec[c] for c in meta_cols if not is_missing(rec[c])}
             yield rec["doc_id"], rec["title"], rec["text"], meta or None, i
 
+    return CorpusSource(f"{base.name} corpus", documents())
+
+
+def base_queries(base: Dataset) -> list[QueryRecord]:
+    """The queries of dataset ``base`` (with their metadata), as records."""
     q_meta = [c for c in base.queries.columns if c not in ("query_id", "text")]
-    queries: list[QueryRecord] = [
+    return [
         (r["query_id"], r["text"], {c: r[c] for c in q_meta if not is_missing(r[c])} or None, i)
         for i, r in enumerate(base.queries.to_dict("records"), 1)
     ]
-    provenance = {"base": base.name, "base_split": base.split, "base_fingerprint": base.fingerprint}
-    split_source = SplitSource(split, queries, rows, f"{base.name} queries", str(path))
-    return CorpusSource(where, documents()), split_source, provenance
+
+
+def base_provenance(base: Dataset) -> dict[str, Any]:
+    return {"base": base.name, "base_split": base.split, "base_fingerprint": base.fingerprint}
