@@ -47,6 +47,7 @@ class FakeChat:
         self.answered = 0
         self.shown: list[tuple[str, str]] = []
         self.auth: set[str] = set()
+        self.refuse = False  # answer 401, echoing the Authorization header (as some gateways do)
         self.lock = threading.Lock()
         outer = self
 
@@ -79,6 +80,8 @@ class FakeChat:
             self.requests += 1
             if auth:
                 self.auth.add(auth)
+            if self.refuse:
+                return 401, {"error": {"message": f"invalid key in header Authorization: {auth}"}}, {}
             if self.rate_limited:
                 self.rate_limited -= 1
                 return 429, {"error": {"message": "slow down"}}, {"Retry-After": "0"}
@@ -188,6 +191,62 @@ def test_llm_judge_swaps_retries_and_counts_malformed_answers(
     with VoteStore(tmp_path / "votes.jsonl") as store:
         again = run_judges(pairs, texts, [llm], store, seed=11)
     assert server.requests - before == 1 and again.skipped == len(pairs) - 1 and again.missing["sim"] == 1
+
+
+def test_a_judge_with_other_answer_settings_asks_again(chat, tmp_path: Path) -> None:
+    """Votes are stored per judge *version*, which covers the model, the endpoint and every option that
+    changes answers: the same judge name with a smaller max_chars must not reuse the old votes."""
+    cands, texts, strength = corpus(n_queries=2, k=4)
+    server = chat(strength)
+    pairs = make_pairs(cands, cycles=2, seed=1)
+    wide = make_judge(f"openai(name=sim):sim@{server.url}")
+    narrow = make_judge(f"openai(name=sim,max_chars=50):sim@{server.url}")
+    elsewhere = make_judge(f"openai(name=sim):sim@{server.url}/")  # the same endpoint spelled with a slash
+    assert wide.name == narrow.name and wide.version != narrow.version and wide.version == elsewhere.version
+    with VoteStore(tmp_path / "votes.jsonl") as store:
+        run_judges(pairs, texts, [wide], store)
+        assert server.requests == len(pairs)
+        run_judges(pairs, texts, [narrow], store)
+        assert server.requests == 2 * len(pairs), "another max_chars: every battle asked again"
+        run_judges(pairs, texts, [elsewhere], store)
+    assert server.requests == 2 * len(pairs), "same settings: nothing asked again"
+
+
+def test_a_refused_key_stops_the_run_at_once_and_is_never_stored(
+    chat, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from irflow.tasks.annotate.battle import JudgeAuthError
+
+    cands, texts, strength = corpus(n_queries=4, k=6)
+    server = chat(strength)
+    server.refuse = True
+    pairs = make_pairs(cands, cycles=2, seed=2)
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    llm = make_judge(f"openai(concurrency=2,name=sim):sim@{server.url}")
+    with VoteStore(tmp_path / "votes.jsonl") as store, caplog.at_level("DEBUG"):
+        with pytest.raises(JudgeAuthError, match=r"HTTP 401.*\*\*\*.*check OPENAI_API_KEY") as refused:
+            run_judges(pairs, texts, [llm], store)
+    assert server.requests <= 2 < len(pairs), "at most the calls already in flight"
+    assert SECRET not in str(refused.value) and SECRET not in caplog.text
+    stored = tmp_path / "votes.jsonl"
+    assert not stored.exists() or SECRET not in stored.read_text()
+
+
+def test_a_judge_without_any_valid_vote_writes_no_grades(chat, tmp_path: Path) -> None:
+    from irflow.tasks.annotate.battle import JudgesFailedError
+    from irflow.tasks.annotate.pipeline import check_every_judge_voted
+
+    cands, texts, strength = corpus(n_queries=2, k=4)
+    server = chat(strength)
+    pairs = make_pairs(cands, cycles=2, seed=1)
+    server.malformed = {frozenset((a, b)) for a, b in zip(pairs["doc_a"], pairs["doc_b"])}  # every answer prose
+    with VoteStore(tmp_path / "votes.jsonl") as store:
+        run_judges(pairs, texts, [make_judge(f"openai(name=sim):sim@{server.url}")], store)
+    votes = read_votes(tmp_path / "votes.jsonl")
+    with pytest.raises(JudgesFailedError, match=r"judge sim has no valid vote on any of \d+ pairs.*no JSON object"):
+        check_every_judge_voted(votes, ["sim"], len(pairs))
+    server.malformed = set()
+    check_every_judge_voted(votes.assign(score=0.5), ["sim"], len(pairs))  # one valid vote is enough
 
 
 def test_judges_fail_before_any_call_without_key_or_sdk(monkeypatch: pytest.MonkeyPatch) -> None:

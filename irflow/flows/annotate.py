@@ -177,7 +177,11 @@ def add_annotate_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="pick candidates as the top K of this system (default: the "
         "dataset's candidates table, as a zbench import has)",
     )
-    p.add_argument("--k", type=int, default=default.k, help=f"documents per query (default {default.k}; 0 = no limit)")
+    p.add_argument(
+        "--k",
+        type=int,
+        help=f"documents per query (default {default.k}, or every candidate of an --input file; 0 = no limit)",
+    )
     p.add_argument("--queries", type=int, help="annotate only the first N queries (by id)")
     p.add_argument(
         "--judge",
@@ -244,7 +248,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         output=args.output or "",
         split=args.split,
         system=args.system,
-        k=args.k or None,
+        k=(args.k or None) if args.k is not None else (None if args.input else AnnotateConfig.k),
         queries=args.queries,
         cycles=args.cycles,
         seed=args.seed,

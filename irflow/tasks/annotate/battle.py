@@ -69,6 +69,15 @@ class JudgeCallError(Exception):
         self.attempts = attempts
 
 
+class JudgeAuthError(JudgeSetupError):
+    """The provider refused the credentials (HTTP 401/403): every further call would fail too, so the
+    run stops at once and writes no grades."""
+
+
+class JudgesFailedError(IrflowError):
+    """A judge has no valid vote at all: grades from it would be noise, so none are written."""
+
+
 @dataclass(frozen=True)
 class Battle:
     """What a judge sees: a query and two documents, in the order shown."""

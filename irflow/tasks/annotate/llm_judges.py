@@ -8,6 +8,8 @@ honoured). API keys are read from the environment at call time and never logged,
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import os
 import random
@@ -21,6 +23,7 @@ from irflow.tasks.annotate.battle import (
     PROMPT_SHA256,
     PROMPT_VERSION,
     Battle,
+    JudgeAuthError,
     JudgeCallError,
     JudgeSetupError,
     Verdict,
@@ -38,7 +41,6 @@ class PromptJudge:
 
     kind = "llm"
     local = False
-    version = PROMPT_VERSION
 
     def __init__(
         self,
@@ -60,6 +62,28 @@ class PromptJudge:
         self.max_tokens = int(max_tokens)
         self.max_chars = int(max_chars)
         self.key_env = key_env
+
+    @property
+    def version(self) -> str:
+        """The prompt version and a digest of everything else that can change an answer (provider, model,
+        endpoint, answer length, document length, answer format): a rerun with another model or
+        ``max_chars`` into the same output asks again instead of reusing the old model's votes."""
+        answers = {
+            "kind": self.kind,
+            "model": self.model,
+            "provider": self.provider,
+            "base_url": getattr(self, "base_url", None),
+            "max_tokens": self.max_tokens,
+            "max_chars": self.max_chars,
+            "response_format": getattr(self, "response_format", None),
+        }
+        digest = hashlib.sha256(json.dumps(answers, sort_keys=True).encode()).hexdigest()[:12]
+        return f"{PROMPT_VERSION}-{digest}"
+
+    def redact(self, text: str) -> str:
+        """``text`` with the judge's API key replaced by ``***`` (error bodies may echo request headers)."""
+        key = os.environ.get(self.key_env) if self.key_env else None
+        return text.replace(key, "***") if key and len(key) >= 4 else text
 
     def _key(self, required: bool = True) -> str | None:
         key = os.environ.get(self.key_env) if self.key_env else None
@@ -195,15 +219,18 @@ class OpenAIJudge(PromptJudge):
             try:
                 response = await self._http().post(url, json=body, headers=headers)
             except httpx.TransportError as err:
-                problem = f"{type(err).__name__}: {err}"
+                problem = self.redact(f"{type(err).__name__}: {err}")
             else:
                 status = response.status_code
                 if status == 200:
                     try:
                         return str(response.json()["choices"][0]["message"]["content"] or ""), attempt
                     except (ValueError, KeyError, IndexError, TypeError):
-                        raise JudgeCallError(f"unexpected response {response.text[:200]!r}", attempt) from None
-                problem = f"HTTP {status}: {response.text[:200]}"
+                        unexpected = self.redact(response.text[:200])
+                        raise JudgeCallError(f"unexpected response {unexpected!r}", attempt) from None
+                problem = self.redact(f"HTTP {status}: {response.text[:200]}")
+                if status in (401, 403):  # the key is refused: every other call would be refused too
+                    raise JudgeAuthError(f"judge {self.name}: {problem} (check {self.key_env or 'the API key'})")
                 if status != 429 and status < 500:  # the request itself is wrong: retrying cannot help
                     raise JudgeCallError(problem, attempt)
                 retry_after = response.headers.get("retry-after")
@@ -251,7 +278,10 @@ class AnthropicJudge(PromptJudge):
                 messages=[{"role": "user", "content": user}],
             )
         except self.sdk.APIError as err:
-            raise JudgeCallError(f"{type(err).__name__}: {str(err)[:200]}") from None
+            problem = self.redact(f"{type(err).__name__}: {str(err)[:200]}")
+            if getattr(err, "status_code", None) in (401, 403):
+                raise JudgeAuthError(f"judge {self.name}: {problem} (check {self.key_env})") from None
+            raise JudgeCallError(problem) from None
         return "".join(getattr(block, "text", "") or "" for block in message.content), 1
 
 
@@ -291,7 +321,10 @@ class GeminiJudge(PromptJudge):
         try:
             response = await self._client.aio.models.generate_content(model=self.model, contents=user, config=config)
         except Exception as err:  # the SDK's errors share no public base class across versions
-            raise JudgeCallError(f"{type(err).__name__}: {str(err)[:200]}") from None
+            problem = self.redact(f"{type(err).__name__}: {str(err)[:200]}")
+            if getattr(err, "code", None) in (401, 403) or getattr(err, "status_code", None) in (401, 403):
+                raise JudgeAuthError(f"judge {self.name}: {problem} (check {self.key_env})") from None
+            raise JudgeCallError(problem) from None
         return str(response.text or ""), 1
 
 

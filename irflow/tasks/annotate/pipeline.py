@@ -26,7 +26,7 @@ import pandas as pd
 
 from irflow.tasks.annotate import benchmark as bench
 from irflow.tasks.annotate import bradley_terry, ensemble, outputs, plots
-from irflow.tasks.annotate.battle import PROMPT_SHA256, PROMPT_VERSION, Judge
+from irflow.tasks.annotate.battle import PROMPT_SHA256, PROMPT_VERSION, Judge, JudgesFailedError
 from irflow.tasks.annotate.candidates import Texts, select_candidates
 from irflow.tasks.annotate.config import AnnotateConfig
 from irflow.tasks.annotate.judges import make_judge, parse_judge
@@ -120,9 +120,26 @@ def fit(p: Plan) -> Annotation:
     """Ensemble outcomes per pair and Bradley–Terry scores per query, with grades (zbench mapping)."""
     votes = current_votes(read_votes(p.folder / "votes.jsonl"), p.judges)
     names = [j.name for j in p.judges]
+    check_every_judge_voted(votes, names, len(p.pairs))
     combined = ensemble.combine(p.pairs, votes, names, p.config.ensemble)
     scores, convergence = bradley_terry.fit_queries(p.candidates, combined, prior=p.config.prior)
     return Annotation(combined, scores, convergence, votes)
+
+
+def check_every_judge_voted(votes: pd.DataFrame, judges: list[str], pairs: int) -> None:
+    """Raise JudgesFailedError when a judge has no valid vote on any pair: its every call failed
+    (a wrong model name, a refused request), and grades fitted without it would be silently wrong."""
+    if pairs == 0:
+        return
+    for name in judges:
+        mine = votes[votes["judge"] == name]
+        if not mine["score"].notna().any():
+            errors = mine["error"].dropna()
+            example = f"; e.g. {errors.mode().iloc[0]}" if len(errors) else ""
+            raise JudgesFailedError(
+                f"judge {name} has no valid vote on any of {pairs} pairs ({len(mine)} calls failed{example}); "
+                "no grades were written: fix the judge and run again (stored votes are reused)"
+            )
 
 
 def write_outputs(p: Plan, a: Annotation, stats: JudgeStats | None = None) -> dict[str, Any]:

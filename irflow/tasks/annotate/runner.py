@@ -22,7 +22,15 @@ from typing import Any
 
 import pandas as pd
 
-from irflow.tasks.annotate.battle import OUTPUT_TOKENS, Battle, Judge, Verdict, estimate_tokens, render_prompt
+from irflow.tasks.annotate.battle import (
+    OUTPUT_TOKENS,
+    Battle,
+    Judge,
+    JudgeAuthError,
+    Verdict,
+    estimate_tokens,
+    render_prompt,
+)
 from irflow.tasks.annotate.candidates import Texts
 from irflow.tasks.annotate.store import VoteStore
 from irflow.tasks.schema import InputError
@@ -107,8 +115,13 @@ async def judge_pairs(
         began = time.perf_counter()
         try:
             verdict = await judge.judge(battle)
+        except JudgeAuthError:
+            raise  # the key is refused: stop (see remote), not one missing vote per call
         except Exception as err:  # a judge bug must not stop the others; it shows as missing votes
             verdict = Verdict(None, error=f"{type(err).__name__}: {err}")
+        redact = getattr(judge, "redact", None)
+        if verdict.error and redact is not None:  # an error body may echo the request's Authorization header
+            verdict = Verdict(verdict.score, verdict.reasoning, redact(verdict.error), verdict.attempts)
         score = None if verdict.score is None else (-verdict.score if swap else verdict.score) + 0.0
         stats.calls[judge.name] += 1
         stats.retries[judge.name] += max(0, verdict.attempts - 1)
@@ -133,9 +146,17 @@ async def judge_pairs(
             "seconds": round(time.perf_counter() - began, 4),
         }
 
+    refused: list[JudgeAuthError] = []  # the first 401/403 stops every call not yet made
+
     async def remote(row: Any, judge: Judge) -> None:
         async with semaphores[judge.provider]:
-            record = await vote(row, judge)
+            if refused:
+                return
+            try:
+                record = await vote(row, judge)
+            except JudgeAuthError as err:
+                refused.append(err)
+                return
         store.append([record])
 
     try:
@@ -143,6 +164,8 @@ async def judge_pairs(
         for i in range(0, len(local), local_batch):
             store.append([await vote(row, judge) for row, judge in local[i : i + local_batch]])
         await asyncio.gather(*(remote(row, judge) for row, judge in todo if not judge.local))
+        if refused:
+            raise refused[0]
     finally:
         for judge in judges:
             close = getattr(judge, "aclose", None)  # judges holding connections release them
