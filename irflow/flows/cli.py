@@ -193,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--format",
         required=True,
-        choices=["beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels", "clicks"],
+        choices=["beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels", "clicks", "sheet"],
     )
     p.add_argument("--name", required=True)
     p.add_argument("--split", help="split name (default: test; dev for msmarco)")
@@ -204,7 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TABLE.FIELD=COLUMN",
         help="source column for a canonical field, e.g. corpus.text=body (repeatable)",
     )
-    p.add_argument("--base", help="trec-qrels, clicks: dataset whose corpus (and queries) the judgements refer to")
+    p.add_argument(
+        "--base", help="trec-qrels, clicks, sheet: dataset whose corpus (and queries) the judgements refer to"
+    )
     p.add_argument(
         "--grade-thresholds",
         help="zbench zELO scores / clicks attractiveness: thresholds for grades 3,2,1 (default 0.5,0.25,0.1)",
@@ -239,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run, runs_flow=True)
 
     from irflow.flows.annotate import add_annotate_parser
+    from irflow.flows.pool_cli import add_pool_parsers
     from irflow.flows.report_cli import add_report_parser
     from irflow.flows.tracking_cli import add_orchestration_parsers, add_run_options
 
@@ -246,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_parser(sub)
     add_orchestration_parsers(sub)
     add_annotate_parser(sub)
+    add_pool_parsers(sub)
     return parser
 
 

@@ -27,9 +27,9 @@ from irflow.tasks.ingest import beir, canonical, clicks, custom, msmarco, store
 from irflow.tasks.schema import Dataset, InputError, UnknownNameError
 
 EMBEDDED = {"techdocs": package_data("datasets", "techdocs")}
-FORMATS = ("beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels", "clicks")
-_FILE_FORMATS = {"zbench", "trec-qrels", "clicks"}
-_OVER_BASE = {"trec-qrels", "clicks"}  # formats that judge the corpus (and queries) of another dataset
+FORMATS = ("beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels", "clicks", "sheet")
+_FILE_FORMATS = {"zbench", "trec-qrels", "clicks", "sheet"}
+_OVER_BASE = {"trec-qrels", "clicks", "sheet"}  # formats that judge the corpus (and queries) of another dataset
 _FOLDER_FORMATS = {"msmarco", "jsonl", "csv", "parquet"}
 
 __all__ = ["FORMATS", "check_name", "dataset_info", "default_split", "import_dataset", "list_datasets", "load_dataset"]
@@ -187,7 +187,8 @@ def import_dataset(
     files; ``mapping`` renames source columns), ``zbench`` (QueryDocuments or
     AnnotatedQueryDocuments JSONL), ``trec-qrels`` (new judgements over the corpus and queries
     of dataset ``base``), ``clicks`` (a click log, graded by a position-based click model over
-    the corpus of dataset ``base``; pairs shown fewer than ``min_impressions`` times stay unjudged).
+    the corpus of dataset ``base``; pairs shown fewer than ``min_impressions`` times stay unjudged),
+    ``sheet`` (an ``irflow pool`` sheet with grades filled in, merged with the judgements of ``base``).
     """
     if name in EMBEDDED:
         raise InputError(f"dataset name {name!r} is reserved; choose another name")
@@ -255,7 +256,11 @@ def _import_builder(
             graded = {**source, "grading": parsed.grading}
             return canonical.build_dataset(folder, name, parsed.corpus_source(), [parsed.split(wanted)], graded)
         assert base is not None
-        if fmt == "clicks":
+        if fmt == "sheet":
+            from irflow.tasks.pool import sheet_over_base
+
+            corpus, split_source, provenance = sheet_over_base(path, base, wanted)
+        elif fmt == "clicks":
             thresholds = grade_thresholds or clicks.THRESHOLDS
             over = clicks.clicks_over_base(path, base, wanted, min_impressions=min_impressions, thresholds=thresholds)
             corpus, split_source, provenance = over
