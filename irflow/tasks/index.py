@@ -1,5 +1,5 @@
 """FAISS indexes over cached embedding matrices: exact inner product by default, HNSW, IVF and
-IVF-PQ for large corpora.
+IVF-PQ for large corpora; ``chroma`` hands the same vectors to a Chroma server (``tasks.vectordb``).
 
 Vectors are L2-normalised, so inner product is cosine similarity. An approximate index is cached
 beside the embeddings it was built from (``<embedding key dir>/index-<kind>-<hash>.faiss``,
@@ -7,6 +7,10 @@ written atomically) where the hash covers the build parameters and the matrix sh
 parameters (``efSearch``, ``nprobe``) are applied after loading and do not invalidate it. The
 flat index is never cached: building it is a copy of the vectors, which are cached already.
 Training uses a fixed seed and HNSW is built on one thread, so a build is deterministic.
+
+Every approximate index measures its quality on the first batch it searches: recall@10 and
+recall@100 against exact search over the same vectors (``measure_recall``), tracked as
+``index_recall_at_10`` / ``index_recall_at_100``.
 
 ``faiss`` is imported inside functions so that importing this module stays cheap.
 """
@@ -20,7 +24,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -36,15 +40,32 @@ DEFAULT_PARAMS: dict[str, dict[str, int | None]] = {
     "hnsw": {"M": 32, "efConstruction": 200, "efSearch": 128},
     "ivf": {"nlist": None, "nprobe": 16},
     "ivfpq": {"nlist": None, "m": None, "nbits": 8, "nprobe": 16},
+    "chroma": {"M": None, "efConstruction": None, "efSearch": None},  # None: the server's default
 }
 SEARCH_PARAMS = frozenset({"efSearch", "nprobe"})
+RECALL_KS = (10, 100)
+RECALL_QUERIES = 1000
+"""Recall against exact search is measured on at most this many queries (evenly spaced, so repeatable)."""
+RECALL_TOLERANCE = 1e-5
 
 ParamsLike = Mapping[str, Any] | Iterable[tuple[str, Any]] | None
 
 
+class SearchIndex(Protocol):
+    """What retrieval needs of an index: FAISS (:class:`VectorIndex`) or a Chroma collection."""
+
+    kind: str
+    build_seconds: float
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def tracking(self) -> dict[str, Any]: ...
+
+
 @dataclass
 class VectorIndex:
-    """A FAISS index plus what is needed to track it: kind, every parameter used, build time."""
+    """A FAISS index plus what is needed to track it: kind, every parameter used, build time and,
+    once it has searched, its recall against exact search (approximate kinds)."""
 
     index: Any  # faiss.Index
     kind: str
@@ -52,6 +73,8 @@ class VectorIndex:
     build_seconds: float
     from_cache: bool
     path: Path | None = None
+    vectors: np.ndarray | None = None  # what it indexes (approximate kinds): the exact side of recall
+    recall: dict[str, float] | None = None
 
     @property
     def size(self) -> int:
@@ -59,6 +82,12 @@ class VectorIndex:
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` by inner product: ``(scores float32 (nq, k), rows int64 (nq, k))``; row -1 = no hit."""
+        scores, rows = self._search(queries, k)
+        if self.recall is None and self.vectors is not None and len(rows):
+            self.recall = measure_recall(self.vectors, queries, self._search, rows)
+        return scores, rows
+
+    def _search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         k = max(0, min(int(k), self.size))
         if k == 0 or len(queries) == 0:
@@ -74,7 +103,77 @@ class VectorIndex:
             "index_from_cache": self.from_cache,
         }
         out.update({f"index_{name}": value for name, value in self.params.items()})
+        out.update({f"index_{name}": value for name, value in (self.recall or {}).items()})
         return out
+
+
+def exact_search(vectors: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-``k`` by inner product (FAISS brute force, no index copy): ``(scores, rows)``."""
+    import faiss
+
+    k = min(int(k), len(vectors))
+    if k <= 0 or len(queries) == 0:
+        return np.zeros((len(queries), max(k, 0)), np.float32), np.zeros((len(queries), max(k, 0)), np.int64)
+    scores, rows = faiss.knn(
+        np.ascontiguousarray(queries, dtype=np.float32),
+        np.ascontiguousarray(vectors, dtype=np.float32),
+        k,
+        metric=faiss.METRIC_INNER_PRODUCT,
+    )
+    return scores, rows.astype(np.int64, copy=False)
+
+
+def recall_against_exact(
+    vectors: np.ndarray, queries: np.ndarray, rows: np.ndarray, ks: Iterable[int] = RECALL_KS
+) -> dict[str, float]:
+    """Mean recall@k of approximate result ``rows`` (nq, >= k; -1 = none) against exact inner-product
+    search over ``vectors``, for each k in ``ks``: ``{"recall_at_10": ..., ...}``.
+
+    A hit counts when its exact score reaches the k-th exact score (less :data:`RECALL_TOLERANCE`),
+    so documents tied at the cut (duplicates) count whichever of them an index returns. k is capped
+    at the corpus size.
+    """
+    vectors = np.asarray(vectors, dtype=np.float32)
+    queries = np.asarray(queries, dtype=np.float32)
+    ks = [int(k) for k in ks]
+    kmax = min(max(ks), len(vectors))
+    if kmax == 0 or len(queries) == 0:
+        return {f"recall_at_{k}": float("nan") for k in ks}
+    exact, _ = exact_search(vectors, queries, kmax)
+    found = np.full(rows.shape, -np.inf, dtype=np.float32)
+    for i, (query, hits) in enumerate(zip(queries, rows)):  # exact scores of what the index returned
+        valid = hits >= 0
+        found[i, valid] = vectors[hits[valid]] @ query
+    out = {}
+    for k in ks:
+        cut = min(k, kmax)
+        if rows.shape[1] < cut:
+            raise ValueError(f"recall@{k} needs {cut} results per query, got {rows.shape[1]}")
+        threshold = exact[:, cut - 1 : cut] - RECALL_TOLERANCE
+        out[f"recall_at_{k}"] = float(np.mean(np.sum(found[:, :cut] >= threshold, axis=1) / cut))
+    return out
+
+
+def measure_recall(
+    vectors: np.ndarray,
+    queries: np.ndarray,
+    search: Any,
+    rows: np.ndarray | None = None,
+    ks: Iterable[int] = RECALL_KS,
+    max_queries: int = RECALL_QUERIES,
+) -> dict[str, float]:
+    """Recall of ``search`` (an index's ``(queries, k) -> (scores, rows)``) against exact search on
+    up to ``max_queries`` evenly spaced ``queries``; ``rows`` (already found for all ``queries``) are
+    reused when deep enough. Adds ``recall_queries`` (how many queries it was measured on)."""
+    ks = tuple(int(k) for k in ks)
+    queries = np.asarray(queries, dtype=np.float32)
+    pick = np.unique(np.linspace(0, len(queries) - 1, min(len(queries), max_queries)).round().astype(np.int64))
+    kmax = min(max(ks), len(vectors))
+    if rows is None or rows.shape[1] < kmax or len(rows) != len(queries):
+        _, found = search(queries[pick], kmax)
+    else:
+        found = rows[pick]
+    return {**recall_against_exact(vectors, queries[pick], found, ks), "recall_queries": int(len(pick))}
 
 
 def resolve_params(kind: str, params: ParamsLike, n: int, d: int) -> dict[str, int]:
@@ -94,6 +193,8 @@ def resolve_params(kind: str, params: ParamsLike, n: int, d: int) -> dict[str, i
     out: dict[str, int] = {}
     for name, default in valid.items():
         value = given.get(name, default)
+        if value is None and kind == "chroma":
+            continue  # left to the server; the collection reports what it used
         if value is None:
             value = _auto(name, n, d)
         try:
@@ -127,16 +228,27 @@ def _check_trainable(kind: str, p: dict[str, int], n: int, d: int) -> None:
 
 def build_index(
     vectors: np.ndarray, kind: str = "flat", params: ParamsLike = None, *, cache_dir: str | Path | None = None
-) -> VectorIndex:
+) -> SearchIndex:
     """Build (or load from ``cache_dir``) an inner-product index over ``vectors`` (n, d float32).
 
-    Row i of ``vectors`` is row i of every search result.
+    Row i of ``vectors`` is row i of every search result. ``chroma`` loads them into a new
+    collection of the Chroma server at ``IRFLOW_CHROMA_URL`` (nothing cached; see ``tasks.vectordb``).
     """
-    import faiss
-
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     n, d = vectors.shape
     p = resolve_params(kind, params, n, d)
+    if kind == "chroma":
+        from irflow.tasks.vectordb import build_chroma_index
+
+        return build_chroma_index(vectors, p)
+    return _build_faiss(vectors, kind, p, cache_dir)
+
+
+def _build_faiss(vectors: np.ndarray, kind: str, p: dict[str, int], cache_dir: str | Path | None) -> VectorIndex:
+    import faiss
+
+    n, d = vectors.shape
+    exact_side = vectors if kind != "flat" else None
     build_p = {k: v for k, v in p.items() if k not in SEARCH_PARAMS}
     path = None
     if cache_dir is not None and kind != "flat":
@@ -146,7 +258,7 @@ def build_index(
         if cached is not None:
             index, seconds = cached
             _apply_search_params(index, p)
-            return VectorIndex(index, kind, p, seconds, from_cache=True, path=path)
+            return VectorIndex(index, kind, p, seconds, from_cache=True, path=path, vectors=exact_side)
 
     start = time.perf_counter()
     index = _new_index(kind, d, build_p)
@@ -171,7 +283,7 @@ def build_index(
             path.with_suffix(".json"),
             {"kind": kind, "params": build_p, "n": n, "d": d, "build_seconds": seconds, "faiss": faiss.__version__},
         )
-    return VectorIndex(index, kind, p, seconds, from_cache=False, path=path)
+    return VectorIndex(index, kind, p, seconds, from_cache=False, path=path, vectors=exact_side)
 
 
 def _new_index(kind: str, d: int, p: dict[str, int]) -> Any:
