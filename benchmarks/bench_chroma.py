@@ -41,6 +41,20 @@ from irflow.tasks.atomic import write_json  # noqa: E402
 
 SHARED = Path(os.environ.get("IRFLOW_SHARED_DIR") or ROOT.parent / "shared") / "datasets" / "beir"
 DEPTH = 100
+HNSW = {"M": 32, "efConstruction": 200, "efSearch": 128}  # irflow's FAISS HNSW defaults
+INDEXES: dict[str, tuple[str, dict[str, int]]] = {  # name -> (index kind, its parameters in the spec)
+    "flat": ("flat", {}),
+    "hnsw": ("hnsw", {}),  # irflow's defaults: HNSW
+    "chroma": ("chroma", {}),  # the server's defaults (M 16, efConstruction 100, efSearch 100)
+    "chroma_as_hnsw": ("chroma", HNSW),  # the settings of the FAISS HNSW above
+}
+
+
+def _spec(kind: str, params: dict[str, int], max_seq_length: int | None) -> str:
+    options = [f"max_seq_length={max_seq_length}"] if max_seq_length else []
+    options += [f"index={kind}"] if kind != "flat" else []
+    options += [f"{k}={v}" for k, v in params.items()]
+    return f"dense({','.join(options)}):minilm" if options else "dense:minilm"
 
 
 def _latency(index: Any, queries: np.ndarray, runs: int) -> dict[str, float]:
@@ -75,18 +89,13 @@ def main() -> None:
     from irflow.tasks.retrieve import retrieve
     from irflow.tasks.systems import parse_system
 
-    name = f"bench-{args.dataset}"
+    stored = f"bench-{args.dataset}"
     try:
-        dataset = load_dataset(name, "test")
+        dataset = load_dataset(stored, "test")
     except KeyError:
-        import_dataset(SHARED / f"{args.dataset}.zip", "beir", name)
-        dataset = load_dataset(name, "test")
-    option = f"max_seq_length={args.max_seq_length}," if args.max_seq_length else ""
-    systems = {
-        "flat": f"dense({option.rstrip(',')}):minilm" if option else "dense:minilm",
-        "hnsw": f"dense({option}index=hnsw):minilm",
-        "chroma": f"dense({option}index=chroma):minilm",
-    }
+        import_dataset(SHARED / f"{args.dataset}.zip", "beir", stored)
+        dataset = load_dataset(stored, "test")
+    systems = {name: _spec(kind, params, args.max_seq_length) for name, (kind, params) in INDEXES.items()}
     spec = parse_system(systems["flat"])
     start = time.perf_counter()
     docs, queries = embed.embed_corpus(dataset, spec), embed.embed_queries(dataset, spec)
@@ -98,36 +107,36 @@ def main() -> None:
         with chroma_server(db) as url:
             os.environ["IRFLOW_CHROMA_URL"] = url
             quality: dict[str, Any] = {}
-            for kind, system in systems.items():
+            for name, system in systems.items():
                 result = retrieve(dataset, system, DEPTH)
                 ndcg = mean(evaluate(result.run, dataset.qrels, ["nDCG@10"]))["nDCG@10"]
                 info = result.info
-                quality[kind] = {
+                exact = 1.0 if name == "flat" else None
+                quality[name] = {
                     "system": system,
                     "ndcg_at_10": round(ndcg, 5),
-                    "recall_at_10_vs_exact": info.get("index_recall_at_10", 1.0 if kind == "flat" else None),
-                    "recall_at_100_vs_exact": info.get("index_recall_at_100", 1.0 if kind == "flat" else None),
+                    "recall_at_10_vs_exact": round(info.get("index_recall_at_10", exact), 4),
+                    "recall_at_100_vs_exact": round(info.get("index_recall_at_100", exact), 4),
                     "index_params": {k: v for k, v in info.items() if k.startswith("index_") and "recall" not in k},
                 }
-            for kind in quality:
-                quality[kind]["ndcg_at_10_delta_vs_flat"] = round(
-                    quality[kind]["ndcg_at_10"] - quality["flat"]["ndcg_at_10"], 5
-                )
+            for q in quality.values():
+                q["ndcg_at_10_delta_vs_flat"] = round(q["ndcg_at_10"] - quality["flat"]["ndcg_at_10"], 5)
 
             n = len(docs.vectors)
             load: dict[str, Any] = {}
             latency: dict[str, Any] = {}
             picks = np.linspace(0, len(queries.vectors) - 1, args.latency_queries).round().astype(int)
-            for kind in ("flat", "hnsw", "chroma"):
+            for name, (kind, params) in INDEXES.items():
                 seconds = []
-                for _ in range(args.builds if kind != "flat" else 1):
-                    index = build_index(docs.vectors, kind)  # no cache_dir: every HNSW build is timed
+                builds = args.builds if kind != "flat" else 1
+                for build in range(builds):
+                    index = build_index(docs.vectors, kind, params)  # no cache_dir: every build is timed
                     seconds.append(index.build_seconds)
-                    if len(seconds) < args.builds and kind == "chroma":
+                    if kind == "chroma" and build < builds - 1:
                         index.close()
-                build = statistics.median(seconds)
-                load[kind] = {"build_seconds": round(build, 4), "documents_per_second": round(n / build, 1)}
-                latency[kind] = _latency(index, queries.vectors[picks], args.runs)
+                median = statistics.median(seconds)
+                load[name] = {"build_seconds": round(median, 4), "documents_per_second": round(n / median, 1)}
+                latency[name] = _latency(index, queries.vectors[picks], args.runs)
                 if kind == "chroma":
                     index.close()
 
@@ -150,7 +159,7 @@ def main() -> None:
     print(f"wrote {args.output}")
     for kind, q in quality.items():
         print(
-            f"{kind:7s} nDCG@10 {q['ndcg_at_10']:.4f} (delta {q['ndcg_at_10_delta_vs_flat']:+.4f})"
+            f"{kind:15s} nDCG@10 {q['ndcg_at_10']:.4f} (delta {q['ndcg_at_10_delta_vs_flat']:+.4f})"
             f"  recall@10/100 {q['recall_at_10_vs_exact']}/{q['recall_at_100_vs_exact']}"
             f"  load {load[kind]['documents_per_second']:.0f} docs/s"
             f"  p50/p95 {latency[kind]['p50_ms']}/{latency[kind]['p95_ms']} ms"

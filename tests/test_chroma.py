@@ -183,6 +183,21 @@ def test_dense_chroma_system_through_retrieve(client):
     assert _names(client) == set()
 
 
+@pytest.mark.slow
+@pytest.mark.shared
+def test_minilm_on_full_scifact_chroma_within_0005_of_exact(beir_dataset, client):
+    """The done-when with a real model: all of SciFact (5,183 documents; a full encode, minutes)."""
+    from irflow.tasks.metrics import evaluate, mean
+    from irflow.tasks.retrieve import retrieve
+
+    dataset = beir_dataset("scifact")
+    flat, chroma = (retrieve(dataset, s) for s in ("dense:minilm", "dense(index=chroma):minilm"))
+    a, b = (mean(evaluate(r.run, dataset.qrels, ["nDCG@10"]))["nDCG@10"] for r in (flat, chroma))
+    assert a == pytest.approx(0.6451, abs=0.01) and abs(a - b) <= 0.005, (a, b)
+    assert 0.9 <= chroma.info["index_recall_at_100"] <= 1.0
+    print(f"scifact minilm nDCG@10 flat {a:.4f} chroma {b:.4f}; recall {chroma.info['index_recall_at_100']}")
+
+
 def test_hnsw_settings_reach_the_server_and_tracking(client):
     vectors = _unit(500, 16, 0)
     index = build_index(vectors, "chroma", {"M": "8", "efConstruction": "40", "efSearch": "30"})

@@ -243,9 +243,9 @@ def build_chroma_index(vectors: np.ndarray, params: dict[str, int], *, url: str 
             raise ChromaError(f"Chroma collection {name} at {url} holds {count} vectors after loading {len(vectors)}")
         seconds = time.perf_counter() - start
         collection = client.get_collection(name)  # the settings as the server stored them
-    except Exception as err:
+    except BaseException as err:  # Ctrl-C included: never leave a half-loaded collection behind
         _drop(client, name, url)
-        if isinstance(err, ChromaError):
+        if isinstance(err, ChromaError) or not isinstance(err, Exception):
             raise
         raise ChromaError(f"loading vectors into Chroma {name} at {url} failed: {type(err).__name__}: {err}") from None
     return ChromaIndex(client, collection, url, vectors, seconds)
