@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -275,6 +276,36 @@ def test_a_killed_runs_collection_is_swept_by_the_next_run_and_others_are_kept(c
         assert set(kept) | {index.name} == left
     for name in kept:
         client.delete_collection(name)
+
+
+def test_the_test_server_dies_with_a_killed_test_process(tmp_path):
+    """``chroma_server`` runs ``chroma run`` through irflow.flows.child: SIGKILL the process that
+    started it (no ``finally`` runs) and the server still goes away."""
+    from _chroma import _answers
+
+    (tmp_path / "db").mkdir()
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from pathlib import Path
+        from _chroma import chroma_server
+        with chroma_server(Path({str(tmp_path / "db")!r})) as url:
+            print(url, flush=True)
+            time.sleep(600)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    starter = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=env)
+    try:
+        url = starter.stdout.readline().decode().strip()
+        assert _answers(url)
+    finally:
+        os.kill(starter.pid, signal.SIGKILL)
+        starter.wait(30)
+    deadline = time.monotonic() + 30
+    while _answers(url) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _answers(url), f"the Chroma server at {url} outlived the killed test process"
 
 
 def test_unreachable_server_is_a_named_error_with_the_url(monkeypatch):
