@@ -56,3 +56,19 @@ def test_faiss_hnsw_tracks_recall_on_its_first_search_and_flat_does_not():
     flat = build_index(docs)
     flat.search(queries, 10)
     assert not any(key.startswith("index_recall") for key in flat.tracking())
+
+
+def test_a_systems_index_recall_is_its_worst_approximate_index() -> None:
+    """What metrics.json's cost and the report show: the lowest recall of any index inside the system."""
+    from irflow.tasks.retrieve import index_recall
+
+    hybrid = {
+        "system": "hybrid",
+        "members": {
+            "bm25": {"system": "bm25"},
+            "dense(index=hnsw)": {"system": "d1", "index_recall_at_10": 0.99, "index_recall_at_100": 0.97},
+            "rerank": {"first_stage": {"index_recall_at_10": 0.95, "index_recall_at_100": 0.98}},
+        },
+    }
+    assert index_recall(hybrid) == {"index_recall_at_10": 0.95, "index_recall_at_100": 0.97}
+    assert index_recall({"system": "bm25"}) == {}

@@ -25,7 +25,7 @@ from irflow.tasks.ingest import EMBEDDED, check_name, list_datasets, load_datase
 from irflow.tasks.metrics import evaluate as evaluate_metrics
 from irflow.tasks.metrics import mean, parse_measures
 from irflow.tasks.output_folder import check_output, publish
-from irflow.tasks.retrieve import measure_latency, retrieve
+from irflow.tasks.retrieve import index_recall, measure_latency, retrieve
 from irflow.tasks.runs import validate_depth
 from irflow.tasks.schema import Dataset, DownloadError, InputError, IrflowError, UnknownNameError
 from irflow.tasks.systems import as_spec
@@ -103,7 +103,12 @@ def metrics_task(
     dataset: Dataset, system: str, result: Any, measures: list[str], cost: dict[str, Any]
 ) -> report_stage.SystemEvaluation:
     per_query = evaluate_metrics(result.run, dataset.qrels, measures)
-    cost = {"retrieve_seconds": result.search_seconds, "prepare_seconds": result.prepare_seconds, **cost}
+    cost = {
+        "retrieve_seconds": result.search_seconds,
+        "prepare_seconds": result.prepare_seconds,
+        **index_recall(result.info),
+        **cost,
+    }
     return report_stage.SystemEvaluation(system, result.run, per_query, mean(per_query), cost)
 
 

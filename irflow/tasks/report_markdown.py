@@ -438,6 +438,7 @@ def _cost_section(document: Mapping[str, Any], data: ReportData, plot_files: Map
     if not any(costs.get(s) for s in data.systems):
         return []
     rows = []
+    recall = any("index_recall_at_100" in costs.get(s, {}) for s in data.systems)
     for s in data.systems:
         c = costs.get(s, {})
         qps = c.get("queries_per_second")
@@ -451,16 +452,21 @@ def _cost_section(document: Mapping[str, Any], data: ReportData, plot_files: Map
                 f"{qps:.1f}" if qps is not None else "-",
                 f"{build:.1f}" if build is not None else "-",
                 f"{c['retrieve_seconds']:.1f}" if c.get("retrieve_seconds") is not None else "-",
+                *([f"{c['index_recall_at_100']:.3f}" if "index_recall_at_100" in c else "exact"] if recall else []),
             ]
         )
     return [
         "## Cost",
         "",
         "Search latency per query after warm-up, one query at a time; index build and batch "
-        "retrieval of all queries in seconds.",
+        "retrieval of all queries in seconds"
+        + ("; recall@100 of approximate indexes against exact search on the same vectors." if recall else "."),
         "",
         *_table(
-            ["system", "p50 ms", "p95 ms", "p99 ms", "queries/s", "index build s", "batch retrieve s"], rows, "lrrrrrr"
+            ["system", "p50 ms", "p95 ms", "p99 ms", "queries/s", "index build s", "batch retrieve s"]
+            + (["recall@100 vs exact"] if recall else []),
+            rows,
+            "lrrrrrr" + ("r" if recall else ""),
         ),
         "",
         *_img(plot_files, "latency", "latency per query"),

@@ -128,6 +128,17 @@ def measure_latency(
     )
 
 
+def index_recall(info: RetrievalInfo) -> dict[str, float]:
+    """Recall@10 and @100 of the system's approximate indexes against exact search (the lowest of its
+    members for a hybrid or a rerank's first stage); empty when every index is exact."""
+    recall = {}
+    for key in ("index_recall_at_10", "index_recall_at_100"):
+        values = [float(node[key]) for node in info_nodes(info) if node.get(key) is not None]
+        if values:
+            recall[key] = min(values)
+    return recall
+
+
 # ---------------------------------------------------------------------------------------------
 # fusion and reranking, on run tables
 

@@ -31,6 +31,8 @@ COST_METRICS = (
     "index_build_seconds",
     "retrieve_seconds",
     "prepare_seconds",
+    "index_recall_at_10",  # approximate indexes (hnsw, ivf, ivfpq, chroma) against exact search
+    "index_recall_at_100",
 )
 SEEDS = {"seed.significance": 0, "seed.latency": 0}  # the pipeline's defaults; flows override them
 _BM25_PARAMS = ("k1", "b", "backend", "method", "stemmer", "stopwords")
