@@ -241,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run, runs_flow=True)
 
     from irflow.flows.annotate import add_annotate_parser
+    from irflow.flows.drift_cli import add_drift_parser
     from irflow.flows.pool_cli import add_pool_parsers
     from irflow.flows.report_cli import add_report_parser
     from irflow.flows.tracking_cli import add_orchestration_parsers, add_run_options
@@ -250,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_orchestration_parsers(sub)
     add_annotate_parser(sub)
     add_pool_parsers(sub)
+    add_drift_parser(sub)
     return parser
 
 

@@ -36,6 +36,7 @@ import pandas as pd
 
 from irflow.tasks.ingest.canonical import CorpusSource, SplitSource
 from irflow.tasks.ingest.custom import base_corpus, base_provenance, base_queries
+from irflow.tasks.ingest.readers import read_log_table
 from irflow.tasks.schema import Dataset, InputError
 
 THRESHOLDS = (0.5, 0.25, 0.1)  # γ for grades 3, 2, 1
@@ -56,22 +57,7 @@ def read_click_log(path: str | Path) -> pd.DataFrame:
     """The log as ``query, doc_id, position, impressions, clicks`` (``query`` is the id or the text);
     a file that does not fit names the file, the row and the field."""
     path = Path(path)
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".parquet":
-            log = pd.read_parquet(path)
-        elif suffix in (".jsonl", ".json"):
-            log = pd.read_json(path, lines=True, dtype=False)
-        elif suffix in (".csv", ".tsv", ".txt"):
-            log = pd.read_csv(path, sep="\t" if suffix != ".csv" else ",", dtype=str, keep_default_na=False)
-        else:
-            raise InputError(
-                f"unknown click log format {suffix!r}; expected .csv, .tsv, .jsonl or .parquet", path=str(path)
-            )
-    except InputError:
-        raise
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read the click log: {exc}", path=str(path)) from None
+    log = read_log_table(path, "click log")
     query_column = "query_id" if "query_id" in log.columns else "query" if "query" in log.columns else None
     aggregated = {"impressions", "clicks"} <= set(log.columns)
     needed = ["doc_id", "position", *(("impressions", "clicks") if aggregated else ("clicked",))]

@@ -160,3 +160,22 @@ def _is_header(query_id: str, grade: str) -> bool:
         return False
     except ValueError:
         return query_id.lower().replace("_", "-") in {"query-id", "qid", "query", "queryid"}
+
+
+def read_log_table(path: str | Path, what: str) -> Any:
+    """A log file as a DataFrame (CSV, TSV, JSONL or Parquet, by its suffix; text columns as strings);
+    an unknown suffix or an unreadable file is an InputError naming the file and ``what`` it is."""
+    import pandas as pd
+
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".jsonl", ".json", ".csv", ".tsv", ".txt"):
+        raise InputError(f"unknown {what} format {suffix!r}; expected .csv, .tsv, .jsonl or .parquet", path=str(path))
+    try:
+        if suffix == ".parquet":
+            return pd.read_parquet(path)
+        if suffix in (".jsonl", ".json"):
+            return pd.read_json(path, lines=True, dtype=False)
+        return pd.read_csv(path, sep="," if suffix == ".csv" else "\t", dtype=str, keep_default_na=False)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read the {what}: {exc}", path=str(path)) from None

@@ -1,0 +1,53 @@
+"""``irflow drift --reference D --current LOG``: has the query traffic moved away from evaluation set D?
+
+Wired into the CLI by ``flows.cli.build_parser`` with ``add_drift_parser(sub)``; the statistics are
+in ``tasks.drift``. Exit code 0 either way, or 3 with ``--fail-on-drift`` when drift is found (for a
+nightly job's alert).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+DRIFT_EXIT = 3
+
+
+def cmd_drift(args: argparse.Namespace) -> int:
+    from irflow.tasks.atomic import write_json
+    from irflow.tasks.drift import drift, read_queries
+    from irflow.tasks.ingest import load_dataset
+    from irflow.tasks.models import encode, resolve_model
+
+    ref_texts = load_dataset(args.reference, args.split).queries["text"].astype(str).tolist()
+    current = read_queries(args.current)
+    model = resolve_model(args.model)
+    prompt = model.prompt("query")
+    vectors = [encode(model, texts, prompt=prompt, max_seq_length=None) for texts in (ref_texts, current)]
+    report = drift(ref_texts, current, *vectors, alpha=args.alpha, permutations=args.permutations, seed=args.seed)
+    print(report.text())
+    if args.output:
+        write_json(Path(args.output), {"reference": args.reference, "current": str(args.current),
+                                       "model": args.model, **report.as_dict()})  # fmt: skip
+    return DRIFT_EXIT if report.drift and args.fail_on_drift else 0
+
+
+def add_drift_parser(subparsers: Any) -> None:
+    """Register ``drift`` on the ``irflow`` sub-command parsers."""
+    p = subparsers.add_parser("drift", help="test whether current queries drifted away from an evaluation set")
+    p.add_argument("--reference", required=True, metavar="DATASET", help="the evaluation set (its queries)")
+    p.add_argument("--split", help="split of the reference (default: test)")
+    p.add_argument(
+        "--current", required=True, metavar="LOG", help="current queries: CSV/TSV/JSONL/Parquet, query column"
+    )
+    p.add_argument("--model", default="minilm", help="embedding model for the meaning test (default minilm)")
+    p.add_argument("--alpha", type=float, default=0.01, help="drift when the permutation p-value is below (0.01)")
+    p.add_argument("--permutations", type=int, default=1000, help="label permutations of the MMD test (1000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the permutations and samples (0)")
+    p.add_argument("--output", metavar="JSON", help="also write the figures to this JSON file")
+    p.add_argument("--fail-on-drift", action="store_true", help=f"exit {DRIFT_EXIT} when drift is found")
+    p.set_defaults(func=cmd_drift)
+
+
+__all__ = ["add_drift_parser", "cmd_drift"]

@@ -1,0 +1,179 @@
+"""Drift of production queries away from the evaluation set: is the set still the traffic it stands for?
+
+Four views of a current query sample against the reference queries (an evaluation dataset):
+
+* **meaning** — the maximum mean discrepancy between the two samples' embeddings (Gretton et al.,
+  JMLR 2012), MMD² with a Gaussian kernel at the median pairwise distance, and its permutation
+  p-value (the samples' labels shuffled ``permutations`` times, seeded; p = (count + 1)/(n + 1));
+  at most :data:`MAX_MMD_QUERIES` per side (a seeded sample beyond);
+* **length** — tokens per query, two-sample Kolmogorov–Smirnov test;
+* **vocabulary** — the share of current tokens never seen in the reference queries, and the
+  Jensen–Shannon divergence (base 2, in [0, 1]) of the two unigram distributions;
+* **unseen topics** — each current query's cosine similarity to its nearest reference query;
+  those below ``unseen_below`` are listed as topics the evaluation set does not cover.
+
+The verdict is drift when the meaning test's p-value is below ``alpha`` (0.01 by default: a
+nightly check runs every day, so a false alarm should be rare).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from irflow.tasks.schema import InputError
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+MAX_MMD_QUERIES = 2000  # per side: the kernel matrix grows with the square (a seeded sample beyond)
+
+
+@dataclass(frozen=True)
+class DriftReport:
+    """The drift verdict and the figures behind it (``as_dict`` for JSON)."""
+
+    reference_queries: int
+    current_queries: int
+    mmd2: float
+    p_value: float
+    permutations: int
+    length_ks: float
+    length_p_value: float
+    reference_mean_tokens: float
+    current_mean_tokens: float
+    unseen_token_share: float
+    vocabulary_js: float
+    unseen_topic_share: float
+    alpha: float
+    drift: bool
+    unseen_examples: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def text(self) -> str:
+        verdict = "DRIFT" if self.drift else "no drift"
+        return "\n".join(
+            [
+                f"{verdict}: meaning MMD² {self.mmd2:.4f}, permutation p {self.p_value:.4f} (alpha {self.alpha}); "
+                f"{self.current_queries} current vs {self.reference_queries} reference queries",
+                f"length: {self.current_mean_tokens:.1f} vs {self.reference_mean_tokens:.1f} tokens per query "
+                f"(KS {self.length_ks:.3f}, p {self.length_p_value:.4f})",
+                f"vocabulary: {self.unseen_token_share:.1%} of current tokens unseen in the reference, "
+                f"Jensen-Shannon {self.vocabulary_js:.3f}",
+                f"unseen topics: {self.unseen_topic_share:.1%} of current queries have no close reference query",
+                *(f"  {e['similarity']:.2f}  {e['query']}" for e in self.unseen_examples),
+            ]
+        )
+
+
+def tokens(text: str) -> list[str]:
+    return _TOKEN.findall(str(text).lower())
+
+
+def mmd_permutation_test(
+    x: np.ndarray, y: np.ndarray, *, permutations: int = 1000, seed: int = 0
+) -> tuple[float, float]:
+    """MMD² (biased estimator, Gaussian kernel, median-distance bandwidth) and its permutation p-value."""
+    if permutations < 1:
+        raise InputError(f"permutations must be >= 1, got {permutations}")
+    z = np.vstack([x, y]).astype(np.float64)
+    squared = np.maximum(((z[:, None, :] - z[None, :, :]) ** 2).sum(axis=-1), 0.0)
+    off_diagonal = squared[np.triu_indices(len(z), k=1)]
+    bandwidth = float(np.median(off_diagonal)) or 1.0
+    kernel = np.exp(-squared / bandwidth)
+    n = len(x)
+
+    def mmd2(labels: np.ndarray) -> float:
+        a, b = labels, ~labels
+        return float(kernel[np.ix_(a, a)].mean() + kernel[np.ix_(b, b)].mean() - 2 * kernel[np.ix_(a, b)].mean())
+
+    first = np.zeros(len(z), dtype=bool)
+    first[:n] = True
+    observed = mmd2(first)
+    rng = np.random.default_rng(seed)
+    count = sum(mmd2(first[rng.permutation(len(z))]) >= observed - 1e-12 for _ in range(permutations))
+    return observed, (count + 1) / (permutations + 1)
+
+
+def _js(p: Counter[str], q: Counter[str]) -> float:
+    vocabulary = sorted(set(p) | set(q))
+    a = np.array([p[t] for t in vocabulary], dtype=np.float64)
+    b = np.array([q[t] for t in vocabulary], dtype=np.float64)
+    a, b = a / a.sum(), b / b.sum()
+    m = (a + b) / 2
+
+    def kl(u: np.ndarray) -> float:
+        mask = u > 0
+        return float((u[mask] * np.log2(u[mask] / m[mask])).sum())
+
+    return (kl(a) + kl(b)) / 2
+
+
+def drift(
+    reference: Sequence[str],
+    current: Sequence[str],
+    reference_vectors: np.ndarray,
+    current_vectors: np.ndarray,
+    *,
+    alpha: float = 0.01,
+    permutations: int = 1000,
+    seed: int = 0,
+    unseen_below: float = 0.5,
+    examples: int = 10,
+) -> DriftReport:
+    """Compare ``current`` queries with ``reference`` ones (texts and their normalised embeddings)."""
+    if len(reference) < 2 or len(current) < 2:
+        raise InputError(f"drift needs at least 2 queries on each side, got {len(reference)} and {len(current)}")
+    if not 0 < alpha < 1:
+        raise InputError(f"alpha must be in (0, 1), got {alpha}")
+    rng = np.random.default_rng(seed)
+    x, y = (v[rng.choice(len(v), MAX_MMD_QUERIES, replace=False)] if len(v) > MAX_MMD_QUERIES else v
+            for v in (reference_vectors, current_vectors))  # fmt: skip
+    mmd2, p = mmd_permutation_test(x, y, permutations=permutations, seed=seed)
+    ref_tokens, cur_tokens = [tokens(t) for t in reference], [tokens(t) for t in current]
+    ref_lengths, cur_lengths = [len(t) for t in ref_tokens], [len(t) for t in cur_tokens]
+    ks = stats.ks_2samp(ref_lengths, cur_lengths)
+    ref_counts, cur_counts = Counter(t for q in ref_tokens for t in q), Counter(t for q in cur_tokens for t in q)
+    total = sum(cur_counts.values()) or 1
+    unseen_tokens = sum(n for t, n in cur_counts.items() if t not in ref_counts) / total
+    nearest = (current_vectors @ reference_vectors.T).max(axis=1)
+    order = np.argsort(nearest)
+    far = [i for i in order if nearest[i] < unseen_below][:examples]
+    return DriftReport(
+        reference_queries=len(reference),
+        current_queries=len(current),
+        mmd2=mmd2,
+        p_value=p,
+        permutations=permutations,
+        length_ks=float(ks.statistic),
+        length_p_value=float(ks.pvalue),
+        reference_mean_tokens=float(np.mean(ref_lengths)),
+        current_mean_tokens=float(np.mean(cur_lengths)),
+        unseen_token_share=float(unseen_tokens),
+        vocabulary_js=_js(ref_counts, cur_counts) if ref_counts and cur_counts else 1.0,
+        unseen_topic_share=float(np.mean(nearest < unseen_below)),
+        alpha=alpha,
+        drift=p < alpha,
+        unseen_examples=[{"query": str(current[i]), "similarity": float(nearest[i])} for i in far],
+    )
+
+
+def read_queries(path: str | Path) -> list[str]:
+    """Distinct query texts of a log (CSV, TSV, JSONL or Parquet with a ``query`` or ``text`` column),
+    normalised for spaces, in first-seen order."""
+    from irflow.tasks.ingest.readers import read_log_table
+
+    path = Path(path)
+    log = read_log_table(path, "query log")
+    column = "query" if "query" in log.columns else "text" if "text" in log.columns else None
+    if column is None:
+        raise InputError(f"the query log has no query or text column (columns: {list(log.columns)})", path=str(path))
+    texts = [" ".join(str(t).split()) for t in log[column]]
+    return list(dict.fromkeys(t for t in texts if t))
