@@ -317,13 +317,22 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("irflow: interrupted", file=sys.stderr)
         return 130
+    except Exception:
+        if Terminated.received:  # a library wrapped the signal's exception (pydantic-core does): still SIGTERM
+            print("irflow: terminated", file=sys.stderr)
+            return 128 + signal.SIGTERM
+        raise
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived: unwind like Ctrl-C (clean-up runs), exit 143."""
+    """SIGTERM arrived: unwind like Ctrl-C (clean-up runs), exit 143. ``received`` stays set, because
+    code the exception passes through may wrap it in another exception type."""
+
+    received = False
 
 
 def _terminated(signum: int, frame: object) -> None:
+    Terminated.received = True
     raise Terminated()
 
 
