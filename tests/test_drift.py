@@ -60,12 +60,13 @@ def test_drift_command_flags_a_shifted_log_with_its_exit_code(tmp_path: Path) ->
     pd.DataFrame({"query": claims + claims[:5], "count": 1}).to_csv(log, index=False)  # repeats count once
     assert len(read_queries(log)) == 40
     env = {**os.environ, "IRFLOW_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
-    out = tmp_path / "drift.json"
+    out = tmp_path / "drift"
     done = irflow("drift", "--reference", "techdocs", "--current", str(log), "--permutations", "300",
                   "--output", str(out), "--fail-on-drift", env=env)  # fmt: skip
     assert done.returncode == 3, done.stderr[-2000:]
     assert done.stdout.startswith("DRIFT: meaning MMD²")
-    assert json.loads(out.read_text())["drift"] is True
+    assert json.loads((out / "drift.json").read_text())["drift"] is True
+    assert (out / "nearest.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     (tmp_path / "bad.csv").write_text("question\nhello\n")
     with pytest.raises(InputError, match=r"bad\.csv: the query log has no query or text column"):
         read_queries(tmp_path / "bad.csv")

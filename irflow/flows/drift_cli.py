@@ -16,7 +16,7 @@ DRIFT_EXIT = 3
 
 def cmd_drift(args: argparse.Namespace) -> int:
     from irflow.tasks.atomic import write_json
-    from irflow.tasks.drift import drift, read_queries
+    from irflow.tasks.drift import drift, nearest_similarities, read_queries
     from irflow.tasks.ingest import load_dataset
     from irflow.tasks.models import encode, resolve_model
 
@@ -28,8 +28,14 @@ def cmd_drift(args: argparse.Namespace) -> int:
     report = drift(ref_texts, current, *vectors, alpha=args.alpha, permutations=args.permutations, seed=args.seed)
     print(report.text())
     if args.output:
-        write_json(Path(args.output), {"reference": args.reference, "current": str(args.current),
-                                       "model": args.model, **report.as_dict()})  # fmt: skip
+        from irflow.tasks.plots import drift_similarity
+
+        folder = Path(args.output)
+        folder.mkdir(parents=True, exist_ok=True)
+        record = {"reference": args.reference, "current": str(args.current), "model": args.model}
+        write_json(folder / "drift.json", {**record, **report.as_dict()})
+        drift_similarity(*nearest_similarities(*vectors), report.unseen_threshold, folder / "nearest.png")
+        print(f"figures: {folder / 'drift.json'}, plot: {folder / 'nearest.png'}")
     return DRIFT_EXIT if report.drift and args.fail_on_drift else 0
 
 
@@ -45,7 +51,7 @@ def add_drift_parser(subparsers: Any) -> None:
     p.add_argument("--alpha", type=float, default=0.01, help="drift when the permutation p-value is below (0.01)")
     p.add_argument("--permutations", type=int, default=1000, help="label permutations of the MMD test (1000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the permutations and samples (0)")
-    p.add_argument("--output", metavar="JSON", help="also write the figures to this JSON file")
+    p.add_argument("--output", metavar="DIR", help="also write drift.json and the plot nearest.png into DIR")
     p.add_argument("--fail-on-drift", action="store_true", help=f"exit {DRIFT_EXIT} when drift is found")
     p.set_defaults(func=cmd_drift)
 

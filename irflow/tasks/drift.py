@@ -10,7 +10,9 @@ Four views of a current query sample against the reference queries (an evaluatio
 * **vocabulary** — the share of current tokens never seen in the reference queries, and the
   Jensen–Shannon divergence (base 2, in [0, 1]) of the two unigram distributions;
 * **unseen topics** — each current query's cosine similarity to its nearest reference query;
-  those below ``unseen_below`` are listed as topics the evaluation set does not cover.
+  those below the ``unseen_quantile`` (5 %) quantile of the reference queries' own leave-one-out
+  similarities are listed as topics the evaluation set does not cover (a threshold calibrated on
+  the set itself: a fixed cosine would mean different things for different models and domains).
 
 The verdict is drift when the meaning test's p-value is below ``alpha`` (0.01 by default: a
 nightly check runs every day, so a false alarm should be rare).
@@ -50,6 +52,7 @@ class DriftReport:
     unseen_token_share: float
     vocabulary_js: float
     unseen_topic_share: float
+    unseen_threshold: float
     alpha: float
     drift: bool
     unseen_examples: list[dict[str, Any]] = field(default_factory=list)
@@ -67,7 +70,8 @@ class DriftReport:
                 f"(KS {self.length_ks:.3f}, p {self.length_p_value:.4f})",
                 f"vocabulary: {self.unseen_token_share:.1%} of current tokens unseen in the reference, "
                 f"Jensen-Shannon {self.vocabulary_js:.3f}",
-                f"unseen topics: {self.unseen_topic_share:.1%} of current queries have no close reference query",
+                f"unseen topics: {self.unseen_topic_share:.1%} of current queries are farther from the set than "
+                f"its own queries are from each other (nearest similarity < {self.unseen_threshold:.2f})",
                 *(f"  {e['similarity']:.2f}  {e['query']}" for e in self.unseen_examples),
             ]
         )
@@ -116,6 +120,14 @@ def _js(p: Counter[str], q: Counter[str]) -> float:
     return (kl(a) + kl(b)) / 2
 
 
+def nearest_similarities(reference: np.ndarray, current: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cosine similarity of each query to its nearest reference query: for the reference queries
+    themselves leave-one-out (the baseline an in-distribution query reaches), then for the current ones."""
+    within = reference @ reference.T
+    np.fill_diagonal(within, -np.inf)
+    return within.max(axis=1), (current @ reference.T).max(axis=1)
+
+
 def drift(
     reference: Sequence[str],
     current: Sequence[str],
@@ -125,7 +137,7 @@ def drift(
     alpha: float = 0.01,
     permutations: int = 1000,
     seed: int = 0,
-    unseen_below: float = 0.5,
+    unseen_quantile: float = 0.05,
     examples: int = 10,
 ) -> DriftReport:
     """Compare ``current`` queries with ``reference`` ones (texts and their normalised embeddings)."""
@@ -143,7 +155,8 @@ def drift(
     ref_counts, cur_counts = Counter(t for q in ref_tokens for t in q), Counter(t for q in cur_tokens for t in q)
     total = sum(cur_counts.values()) or 1
     unseen_tokens = sum(n for t, n in cur_counts.items() if t not in ref_counts) / total
-    nearest = (current_vectors @ reference_vectors.T).max(axis=1)
+    within, nearest = nearest_similarities(reference_vectors, current_vectors)
+    unseen_below = float(np.quantile(within, unseen_quantile))
     order = np.argsort(nearest)
     far = [i for i in order if nearest[i] < unseen_below][:examples]
     return DriftReport(
@@ -159,6 +172,7 @@ def drift(
         unseen_token_share=float(unseen_tokens),
         vocabulary_js=_js(ref_counts, cur_counts) if ref_counts and cur_counts else 1.0,
         unseen_topic_share=float(np.mean(nearest < unseen_below)),
+        unseen_threshold=unseen_below,
         alpha=alpha,
         drift=p < alpha,
         unseen_examples=[{"query": str(current[i]), "similarity": float(nearest[i])} for i in far],

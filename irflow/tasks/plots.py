@@ -285,3 +285,19 @@ __all__ = [
     "segment_bars",
     "short_labels",
 ]
+
+
+def drift_similarity(
+    reference: np.ndarray, current: np.ndarray, threshold: float, path: str | os.PathLike[str]
+) -> Path:
+    """Histograms of the similarity to the nearest reference query: reference queries (leave-one-out)
+    against current ones, with the "unseen topic" threshold; drift shows as current mass on the left."""
+    fig, ax = _figure(figsize=(7, 3.2))
+    bins = np.linspace(min(float(np.min(reference)), float(np.min(current)), threshold) - 0.02, 1.0, 30)
+    ax.hist(reference, bins=bins, alpha=0.55, density=True, label=f"reference (leave-one-out, n={len(reference)})")
+    ax.hist(current, bins=bins, alpha=0.55, density=True, label=f"current (n={len(current)})")
+    ax.axvline(threshold, color="0.3", linestyle="--", linewidth=1, label=f"unseen topic below {threshold:.2f}")
+    ax.set_xlabel("cosine similarity to the nearest reference query")
+    ax.set_ylabel("density")
+    _legend(fig, ax)
+    return _save(fig, path)
