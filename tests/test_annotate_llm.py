@@ -212,6 +212,24 @@ def test_a_judge_with_other_answer_settings_asks_again(chat, tmp_path: Path) -> 
     assert server.requests == 2 * len(pairs), "same settings: nothing asked again"
 
 
+def test_a_finished_annotation_resumes_without_preparing_its_judges(chat, tmp_path: Path) -> None:
+    """Nothing left to ask: no judge is prepared (a local judge would re-encode the corpus to no end)."""
+    cands, texts, strength = corpus(n_queries=2, k=4)
+    server = chat(strength)
+    pairs = make_pairs(cands, cycles=2, seed=1)
+    llm = make_judge(f"openai(name=sim):sim@{server.url}")
+    with VoteStore(tmp_path / "votes.jsonl") as store:
+        run_judges(pairs, texts, [llm], store)
+
+    def refuse() -> None:
+        raise AssertionError("prepared although every vote is stored")
+
+    llm.prepare = refuse  # type: ignore[method-assign]
+    with VoteStore(tmp_path / "votes.jsonl") as store:
+        again = run_judges(pairs, texts, [llm], store)
+    assert again.skipped == len(pairs) and server.requests == len(pairs)
+
+
 def test_a_refused_key_stops_the_run_at_once_and_is_never_stored(
     chat, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -97,9 +97,11 @@ async def judge_pairs(
 ) -> JudgeStats:
     """Get every missing vote of ``judges`` on ``pairs`` into ``store``; returns what this run did."""
     check_judges(judges)
-    for judge in judges:
-        judge.prepare()  # before any call: a missing key or SDK fails here, not after money is spent
     todo = pending(pairs, judges, done_keys(store.read()))
+    busy = {id(judge) for _, judge in todo}
+    for judge in judges:  # before any call: a missing key or SDK fails here, not after money is spent ...
+        if id(judge) in busy:  # ... and a judge with nothing left to do (a resumed run) prepares nothing
+            judge.prepare()
     stats = JudgeStats(skipped=len(pairs) * len(judges) - len(todo))
     start = time.perf_counter()
     limits: dict[str, int] = {}  # judges of one provider share its smallest concurrency
