@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,10 +65,10 @@ def test_dry_run_prints_calls_and_cost_and_calls_nothing(env: dict[str, str], tm
         env=env,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    pairs = len(pd.read_parquet(out / "pairs.parquet"))
+    assert not out.exists(), "a dry run writes nothing"
+    pairs = int(re.search(r"(\d+) pairs", done.stdout)[1])  # type: ignore[index]
     row = next(line.split() for line in done.stdout.splitlines() if line.startswith("openai:gpt-4o-mini"))
-    assert int(row[1].replace(",", "")) == pairs and float(row[-1]) > 0  # calls, estimated USD
-    assert f"{pairs} pairs" in done.stdout and not (out / "votes.jsonl").exists()
+    assert int(row[1].replace(",", "")) == pairs > 0 and float(row[-1]) > 0  # calls, estimated USD
 
     bad = irflow(
         "annotate",

@@ -167,12 +167,14 @@ def test_llm_judge_swaps_retries_and_counts_malformed_answers(
     with VoteStore(tmp_path / "votes.jsonl") as store, caplog.at_level("DEBUG"):
         stats = run_judges(pairs, texts, [llm], store, seed=11)
 
-    assert server.requests == len(pairs) + 1 and stats.retries["sim"] == 1  # the 429 was retried
+    # the 429 was retried, and the unparseable answer asked again once (with a reminder of the format)
+    assert server.requests == len(pairs) + 2 and stats.retries["sim"] == 2
     assert stats.calls["sim"] == len(pairs) and stats.missing["sim"] == 1
     assert server.auth == {f"Bearer {SECRET}"}
     votes = read_votes(tmp_path / "votes.jsonl").set_index("pair_id")
     broken = votes.loc[first["pair_id"]]
     assert np.isnan(broken["score"]) and "no JSON object" in broken["error"]  # missing, not a silent 0
+    assert "also when asked again" in broken["error"] and broken["attempts"] >= 2  # (+1 if it met the 429)
     valid = votes.drop(first["pair_id"])
     assert valid["score"].notna().all() and 0 < valid["swapped"].sum() < len(valid)
     truth = np.clip([strength[b] - strength[a] for a, b in zip(valid["doc_a"], valid["doc_b"])], -1, 1)
@@ -190,7 +192,7 @@ def test_llm_judge_swaps_retries_and_counts_malformed_answers(
     before = server.requests
     with VoteStore(tmp_path / "votes.jsonl") as store:
         again = run_judges(pairs, texts, [llm], store, seed=11)
-    assert server.requests - before == 1 and again.skipped == len(pairs) - 1 and again.missing["sim"] == 1
+    assert server.requests - before == 2 and again.skipped == len(pairs) - 1 and again.missing["sim"] == 1
 
 
 def test_a_judge_with_other_answer_settings_asks_again(chat, tmp_path: Path) -> None:

@@ -258,7 +258,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         benchmark=tuple(args.benchmark),
         **({"judges": tuple(args.judge)} if args.judge else {}),
     )
-    planned = pipeline.plan(config)  # no judge is called: the estimate comes before any spending
+    planned = pipeline.plan(config, store=not args.dry_run)  # no judge called: the estimate comes first
     estimate = pipeline.estimate(planned)
     print(
         f"{planned.candidates['query_id'].nunique()} queries, {len(planned.candidates)} documents, "

@@ -34,6 +34,8 @@ from irflow.tasks.annotate.battle import (
 log = logging.getLogger(__name__)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+REASK = '\n\nAnswer with the JSON object only: {"reasoning": "...", "score": <number from -1 to 1>}.'
+
 
 
 class PromptJudge:
@@ -99,16 +101,22 @@ class PromptJudge:
         raise NotImplementedError
 
     async def judge(self, battle: Battle) -> Verdict:
+        """Ask once; an answer that does not parse is asked again once, with a reminder of the format."""
         system, user = render_prompt(battle, self.max_chars)
-        try:
-            text, attempts = await self._complete(system, user)
-        except JudgeCallError as err:
-            return Verdict(None, error=str(err), attempts=err.attempts)
-        try:
-            answer = parse_answer(text)
-        except ValueError as err:
-            return Verdict(None, error=str(err), attempts=attempts)
-        return Verdict(float(answer.score), answer.reasoning, None, attempts)
+        attempts = 0
+        for prompt in (user, user + REASK):
+            try:
+                text, tries = await self._complete(system, prompt)
+            except JudgeCallError as err:
+                return Verdict(None, error=str(err), attempts=attempts + err.attempts)
+            attempts += tries
+            try:
+                answer = parse_answer(text)
+            except ValueError as err:
+                error = str(err)
+                continue
+            return Verdict(float(answer.score), answer.reasoning, None, attempts)
+        return Verdict(None, error=f"{error} (also when asked again)", attempts=attempts)
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -96,9 +96,10 @@ def candidates_digest(candidates: pd.DataFrame) -> str:
 
 
 def load_or_make_pairs(
-    folder: str | Path, candidates: pd.DataFrame, cycles: int = DEFAULT_CYCLES, seed: int = 0
+    folder: str | Path, candidates: pd.DataFrame, cycles: int = DEFAULT_CYCLES, seed: int = 0, *, store: bool = True
 ) -> pd.DataFrame:
-    """The pairs persisted in ``folder`` (``pairs.parquet`` + ``pairs.json``), drawn and stored on first use.
+    """The pairs persisted in ``folder`` (``pairs.parquet`` + ``pairs.json``), drawn and stored on first use
+    (``store=False``: drawn, not stored, for a dry run).
 
     A rerun with other candidates, cycles or seed would mix two designs in one vote store, so it
     is refused: use another output folder.
@@ -116,6 +117,8 @@ def load_or_make_pairs(
             )
         return pd.read_parquet(table_path).astype({"pair_id": "str", "query_id": "str", "doc_a": "str", "doc_b": "str"})
     pairs = make_pairs(candidates, cycles, seed)
+    if not store:
+        return pairs
     with atomic_path(table_path) as tmp:
         pairs.to_parquet(tmp, index=False)
     write_json(meta_path, {**meta, "pairs": len(pairs), "queries": int(candidates["query_id"].nunique())})

@@ -68,8 +68,9 @@ class Annotation:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def plan(config: AnnotateConfig, dataset: Dataset | None = None) -> Plan:
-    """Load the dataset, pick candidates, draw (or reload) the pairs, set up the judges."""
+def plan(config: AnnotateConfig, dataset: Dataset | None = None, *, store: bool = True) -> Plan:
+    """Load the dataset, pick candidates, draw (or reload) the pairs, set up the judges; ``store=False``
+    (a dry run) writes nothing into the output folder."""
     from irflow.tasks.ingest import load_dataset
 
     for spec in config.judges:
@@ -81,21 +82,22 @@ def plan(config: AnnotateConfig, dataset: Dataset | None = None) -> Plan:
     dataset = dataset or load_dataset(config.dataset, config.split)
     candidates = select_candidates(dataset, config.system, config.k, config.queries)
     folder = Path(config.output)
-    pairs = load_or_make_pairs(folder, candidates, config.cycles, config.seed)
+    pairs = load_or_make_pairs(folder, candidates, config.cycles, config.seed, store=store)
     judges = [
         make_judge(spec, dataset=dataset, candidates=candidates, price_per_1k=config.price_per_1k)
         for spec in config.judges
     ]
     check_judges(judges)
-    write_json(
-        folder / "config.json",
-        {
-            **asdict(config),
-            "prompt_version": PROMPT_VERSION,
-            "prompt_sha256": PROMPT_SHA256,
-            "dataset_fingerprint": dataset.fingerprint,
-        },
-    )
+    if store:
+        write_json(
+            folder / "config.json",
+            {
+                **asdict(config),
+                "prompt_version": PROMPT_VERSION,
+                "prompt_sha256": PROMPT_SHA256,
+                "dataset_fingerprint": dataset.fingerprint,
+            },
+        )
     return Plan(config, dataset, candidates, pairs, Texts.of(dataset), judges)
 
 
