@@ -37,7 +37,6 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 REASK = '\n\nAnswer with the JSON object only: {"reasoning": "...", "score": <number from -1 to 1>}.'
 
 
-
 class PromptJudge:
     """Shared part of the LLM judges: prompt, parsing, failure path. Subclasses implement ``_complete``."""
 
