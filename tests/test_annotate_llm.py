@@ -232,6 +232,19 @@ def test_a_finished_annotation_resumes_without_preparing_its_judges(chat, tmp_pa
     assert again.skipped == len(pairs) and server.requests == len(pairs)
 
 
+def test_reasoning_models_get_a_completion_budget_and_no_temperature() -> None:
+    """o-series and gpt-5 refuse max_tokens and temperature=0 and think within the completion budget."""
+    plain = make_judge("openai:gpt-4o-mini@http://127.0.0.1:9/v1")._body("s", "u")  # type: ignore[attr-defined]
+    assert plain["temperature"] == 0 and plain["max_tokens"] == 400 and "max_completion_tokens" not in plain
+    for spec in ("openai:o3-mini@http://127.0.0.1:9/v1", "openai(reasoning=yes):qwq@http://127.0.0.1:9/v1"):
+        body = make_judge(spec)._body("s", "u")  # type: ignore[attr-defined]
+        assert "temperature" not in body and "max_tokens" not in body and body["max_completion_tokens"] == 4000
+    own = make_judge("openai(max_tokens=9000):gpt-5@http://127.0.0.1:9/v1")._body("s", "u")  # type: ignore[attr-defined]
+    assert own["max_completion_tokens"] == 9000
+    with pytest.raises(JudgeSetupError, match="reasoning must be auto, yes or no"):
+        make_judge("openai(reasoning=maybe):gpt-5")
+
+
 def test_a_refused_key_stops_the_run_at_once_and_is_never_stored(
     chat, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

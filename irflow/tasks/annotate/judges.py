@@ -68,6 +68,7 @@ _OPTIONS = {
         "max_tokens",
         "max_chars",
         "response_format",
+        "reasoning",
     },
     "anthropic": {"name", "concurrency", "price", "key_env", "max_retries", "max_tokens", "max_chars", "base_url"},
     "gemini": {"name", "concurrency", "price", "key_env", "max_tokens", "max_chars", "base_url"},

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import random
+import re
 from typing import Any
 from urllib.parse import urlparse
 
@@ -34,6 +35,9 @@ from irflow.tasks.annotate.battle import (
 log = logging.getLogger(__name__)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+REASONING_MODELS = re.compile(r"^(o\d|gpt-5)")  # OpenAI models that think before answering
+DEFAULT_MAX_TOKENS = 400  # an answer: a sentence of reasoning and a score
+REASONING_MAX_TOKENS = 4000  # thinking tokens count against the completion budget
 REASK = '\n\nAnswer with the JSON object only: {"reasoning": "...", "score": <number from -1 to 1>}.'
 
 
@@ -51,7 +55,7 @@ class PromptJudge:
         provider: str,
         concurrency: int = 8,
         price_per_1k: float = DEFAULT_PRICE_PER_1K,
-        max_tokens: int = 400,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
         max_chars: int = DEFAULT_MAX_CHARS,
         key_env: str = "",
     ) -> None:
@@ -77,6 +81,7 @@ class PromptJudge:
             "max_tokens": self.max_tokens,
             "max_chars": self.max_chars,
             "response_format": getattr(self, "response_format", None),
+            "reasoning": getattr(self, "reasoning", None),
         }
         digest = hashlib.sha256(json.dumps(answers, sort_keys=True).encode()).hexdigest()[:12]
         return f"{PROMPT_VERSION}-{digest}"
@@ -149,8 +154,15 @@ class OpenAIJudge(PromptJudge):
         max_backoff: float = 60.0,
         timeout: float = 120.0,
         response_format: str = "json_object",
+        reasoning: str = "auto",
         **kwargs: Any,
     ) -> None:
+        if reasoning not in ("auto", "yes", "no"):
+            raise JudgeSetupError(f"reasoning must be auto, yes or no, not {reasoning!r}")
+        # Reasoning models (o1, o3, o4-mini, gpt-5...) refuse max_tokens and temperature=0, and spend
+        # completion tokens on thinking: they get max_completion_tokens, a larger budget, no temperature.
+        self.reasoning = REASONING_MODELS.match(model) is not None if reasoning == "auto" else reasoning == "yes"
+        kwargs.setdefault("max_tokens", REASONING_MAX_TOKENS if self.reasoning else DEFAULT_MAX_TOKENS)
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/")
         parsed = urlparse(self.base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
@@ -192,8 +204,11 @@ class OpenAIJudge(PromptJudge):
     def _body(self, system: str, user: str) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
-            "temperature": 0,
-            "max_tokens": self.max_tokens,
+            **(
+                {"max_completion_tokens": self.max_tokens}
+                if self.reasoning
+                else {"temperature": 0, "max_tokens": self.max_tokens}
+            ),
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
         }
         if self.response_format == "json_object":
