@@ -56,10 +56,6 @@ INDEX_PARAMS: dict[str, tuple[str, ...]] = {  # FAISS index kind -> the integer 
 KINDS = ("bm25", "dense", "hybrid", "rerank")
 _BM25_OPTIONS = ("k1", "b", "backend", "method", "stemmer", "stopwords")
 _DENSE_OPTIONS = ("max_seq_length", "query_prompt", "doc_prompt", "batch_size")  # besides index and its parameters
-# Options of API embedding models (``dense:openai:<model>``): what the vectors depend on (dimensions,
-# base_url) and how fast to ask for them (batch_tokens, rpm, tpm, concurrency).
-API_MODEL_PREFIX = "openai:"
-_API_OPTIONS = ("dimensions", "base_url", "batch_tokens", "rpm", "tpm", "concurrency")
 
 SYSTEM_HELP = """\
 valid system specs:
@@ -73,8 +69,6 @@ valid system specs:
                                     parameters (hnsw: M, efConstruction, efSearch; ivf: nlist, nprobe;
                                     ivfpq: nlist, nprobe, m, nbits; chroma: M, efConstruction, efSearch, a Chroma
                                     server at IRFLOW_CHROMA_URL); quote values with spaces: query_prompt="query: "
-  dense(<options>):openai:<model>   an OpenAI-compatible /v1/embeddings API (OPENAI_API_KEY, OPENAI_BASE_URL);
-                                    options: dimensions, base_url, batch_tokens, rpm, tpm, concurrency
   hybrid:<system>+<system>[+...]    reciprocal-rank fusion, e.g. hybrid:bm25+dense:minilm
   hybrid(k=60,weights=2:1,depth=1000):bm25+dense:minilm
                                     options: k (RRF constant), weights (one per member), depth (first-stage depth)
@@ -186,12 +180,6 @@ class DenseSpec(_Spec):
     index: str = "flat"  # flat | hnsw | ivf | ivfpq | chroma
     index_params: tuple[tuple[str, str], ...] = ()
     batch_size: int = 32
-    dimensions: int | None = None
-    base_url: str | None = None
-    batch_tokens: int | None = None
-    rpm: int | None = None
-    tpm: int | None = None
-    concurrency: int | None = None
     kind: ClassVar[str] = "dense"
 
     def __post_init__(self) -> None:
@@ -199,21 +187,6 @@ class DenseSpec(_Spec):
         if self.max_seq_length is not None:
             self._set("max_seq_length", _positive_int("max_seq_length", self.max_seq_length))
         self._set("batch_size", _positive_int("batch_size", self.batch_size))
-        api = self.model.startswith(API_MODEL_PREFIX)
-        if api and not self.model[len(API_MODEL_PREFIX) :].strip():
-            raise _error(f"API model {self.model!r} needs a model name, e.g. dense:openai:text-embedding-3-small")
-        for name in _API_OPTIONS:
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if not api:
-                raise _error(f"option {name} is for API embedding models (dense:{API_MODEL_PREFIX}<model>)")
-            if name == "base_url":
-                if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", str(value)):
-                    raise _error(f"option base_url={value!r} must be an http(s) URL, e.g. http://127.0.0.1:8000/v1")
-                self._set(name, str(value).rstrip("/"))
-            else:
-                self._set(name, _positive_int(name, value))
         _choice("index", self.index, tuple(INDEX_PARAMS))
         params = dict(self.index_params)
         if len(params) != len(self.index_params):
@@ -323,8 +296,7 @@ def format_system(spec: SystemSpec) -> str:
         ]
         return "bm25" + (":" + _options(pairs) if pairs else "")
     if isinstance(spec, DenseSpec):
-        names = (*_DENSE_OPTIONS, *_API_OPTIONS, "index")
-        pairs = [(k, str(v)) for k, v in _non_default(spec, names)] + list(spec.index_params)
+        pairs = [(k, str(v)) for k, v in _non_default(spec, (*_DENSE_OPTIONS, "index"))] + list(spec.index_params)
         return f"dense{_paren(pairs)}:{spec.model}"
     if isinstance(spec, HybridSpec):
         pairs = [] if spec.k == 60 else [("k", str(spec.k))]
@@ -467,9 +439,9 @@ def _parse(text: str) -> SystemSpec:
     if kind == "dense":
         index = options.pop("index", "flat")
         _choice("index", index, tuple(INDEX_PARAMS))
-        _take(options, _DENSE_OPTIONS + _API_OPTIONS + INDEX_PARAMS[index], f"dense (index={index})")
+        _take(options, _DENSE_OPTIONS + INDEX_PARAMS[index], f"dense (index={index})")
         params = tuple((k, v) for k, v in options.items() if k in INDEX_PARAMS[index])
-        kwargs = {k: v for k, v in options.items() if k in _DENSE_OPTIONS + _API_OPTIONS}
+        kwargs = {k: v for k, v in options.items() if k in _DENSE_OPTIONS}
         return DenseSpec(model=rest, index=index, index_params=params, **kwargs)  # type: ignore[arg-type]
     if kind == "hybrid":
         _take(options, ("k", "weights", "depth"), "hybrid")
