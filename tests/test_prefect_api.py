@@ -74,6 +74,23 @@ def test_command_scope_runs_flows_on_its_own_server_and_stops_it() -> None:
     assert prefect_api._server is None
 
 
+def test_a_server_stopped_while_starting_stops_quietly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An early error ends the command while the server is still starting: the start watcher must
+    end without touching the closed log (it printed a thread traceback after the error message)."""
+    import threading
+
+    errors: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda hook: errors.append(hook.exc_value))
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path))
+    for _ in range(3):
+        server = prefect_api.TemporaryServer()
+        time.sleep(0.5)  # spawned, not answering yet
+        server.stop()
+        assert not server.starting and server.process is not None and server.process.poll() is not None
+    time.sleep(0.5)  # a watcher still running would fail here, after stop() returned
+    assert errors == []
+
+
 def test_a_configured_api_is_used_as_is() -> None:
     with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}):
         with prefect_api.prefect_api():

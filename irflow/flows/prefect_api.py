@@ -48,6 +48,7 @@ class TemporaryServer:
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
         self._failure: str | None = None
+        self._stopping = False  # set by stop(): the watcher then returns without reading the closed log
         self._spawn()
         self._started = threading.Thread(target=self._watch_start, name="prefect-server-start", daemon=True)
         self._started.start()
@@ -99,6 +100,8 @@ class TemporaryServer:
         while True:
             assert self.process is not None
             code = self.process.poll()
+            if self._stopping:  # the command ended (an early error) while the server was still starting
+                return
             if code == _STARTUP_FAILURE and not _port_free(self.port):  # taken between choosing and binding
                 self._spawn()
             elif code is not None:
@@ -142,7 +145,9 @@ class TemporaryServer:
         return text[-2000:] or "(no output)"
 
     def stop(self) -> None:
-        """Terminate the server (its own process group, by id) and wait for it."""
+        """Terminate the server (its own process group, by id) and wait for it (and for the start watcher)."""
+        self._stopping = True
+        self._started.join(timeout=15)  # first the watcher (it could still respawn); it returns at its next poll
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
