@@ -25,7 +25,7 @@ from irflow.tasks.ingest import EMBEDDED, check_name, list_datasets, load_datase
 from irflow.tasks.metrics import evaluate as evaluate_metrics
 from irflow.tasks.metrics import mean, parse_measures
 from irflow.tasks.output_folder import check_output, publish
-from irflow.tasks.retrieve import index_recall, measure_latency, retrieve
+from irflow.tasks.retrieve import measure_latency, retrieval_costs, retrieve
 from irflow.tasks.runs import validate_depth
 from irflow.tasks.schema import Dataset, DownloadError, InputError, IrflowError, UnknownNameError
 from irflow.tasks.systems import as_spec
@@ -106,7 +106,7 @@ def metrics_task(
     cost = {
         "retrieve_seconds": result.search_seconds,
         "prepare_seconds": result.prepare_seconds,
-        **index_recall(result.info),
+        **retrieval_costs(result.info),
         **cost,
     }
     return report_stage.SystemEvaluation(system, result.run, per_query, mean(per_query), cost)

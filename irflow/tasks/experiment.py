@@ -13,6 +13,9 @@ Example ``experiment.yaml``::
     baseline: bm25                  # a label or a spec (default: the first system)
     seed: 0                         # significance tests and latency sampling
     regression: {threshold: 0.01, alpha: 0.05}
+
+A relative path in a ``run:`` spec is read from the experiment file's folder (from the working
+directory for an experiment given as parameters); the loaded experiment holds canonical specs.
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from irflow.tasks.external.specs import PluginSpec
 from irflow.tasks.ingest import check_name
 from irflow.tasks.metrics import expand, parse_measures
 from irflow.tasks.schema import Correction, InputError, UnknownNameError
-from irflow.tasks.systems import DenseSpec, RerankSpec, as_spec, walk
+from irflow.tasks.systems import DenseSpec, RerankSpec, as_spec, parse_system, walk
 
 EXPERIMENT_DEFAULT_SYSTEMS = ["bm25", "dense:minilm", "hybrid:bm25+dense:minilm"]
 EXPERIMENT_DEFAULT_METRICS = ["nDCG@10", "nDCG@100", "R@10", "R@100", "P@10", "RR@10", "AP@100", "Success@10", "Rprec"]
@@ -130,7 +134,29 @@ def load_experiment(path: str | Path) -> Experiment:
         raise InputError(f"cannot read experiment file: {err.strerror}", path=str(path)) from None
     except yaml.YAMLError as err:
         raise InputError(f"not valid YAML: {err}", path=str(path)) from None
-    return parse_experiment(data, str(path))
+    return _canonical_specs(parse_experiment(data, str(path)), path)
+
+
+def _canonical_specs(experiment: Experiment, path: Path) -> Experiment:
+    """The experiment with canonical specs, relative ``run:`` paths read from the file's folder."""
+    folder = path.resolve().parent
+
+    def canonical(spec: str, field: str) -> str:
+        try:
+            return str(parse_system(spec, folder))
+        except (InputError, UnknownNameError) as err:
+            raise type(err)(f"{path}: {field}: {err}") from None
+
+    systems = experiment.systems
+    if isinstance(systems, dict):
+        resolved: list[str] | dict[str, str] = {k: canonical(v, f"systems.{k}") for k, v in systems.items()}
+    else:
+        resolved = [canonical(s, f"systems[{i}]") for i, s in enumerate(systems)]
+    labels = resolved if isinstance(resolved, dict) else {}
+    baseline = experiment.baseline
+    if baseline is not None and baseline not in labels:
+        baseline = canonical(baseline, "baseline")
+    return experiment.model_copy(update={"systems": resolved, "baseline": baseline})
 
 
 def parse_experiment(data: Mapping[str, Any] | Experiment, where: str | None = None) -> Experiment:
@@ -150,10 +176,22 @@ def models_of(system: str) -> list[str]:
 
 
 def check_models(systems: Sequence[str]) -> None:
-    """Resolve every model of the systems now (cheap: no weights are loaded) so a bad name fails early."""
+    """Resolve every model of the systems now (cheap: no weights are loaded) so a bad name fails early;
+    the module of a ``python:`` system must be importable (found, not imported)."""
+    import importlib.util
+
     from irflow.tasks.models import resolve_model
 
     for system in systems:
+        for node in walk(as_spec(system)):
+            if isinstance(node, PluginSpec) and node.plugin == "python":
+                module = node.target.partition(":")[0]
+                try:
+                    found = importlib.util.find_spec(module)
+                except (ImportError, ValueError):
+                    found = None
+                if found is None:
+                    raise UnknownNameError(f"system {system!r}: no module named {module!r} on the Python path")
         for model in models_of(system):
             try:
                 resolve_model(model)

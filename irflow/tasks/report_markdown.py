@@ -101,6 +101,7 @@ def markdown_report(
     plot_files = plot_files or {}
     lines = _header(document)
     lines += _systems_section(data)
+    lines += _external_section(document, data)
     for note in data.notes:
         lines += [f"> **Note.** {note}", ""]
     lines += _summary_section(document, data, plot_files)
@@ -121,6 +122,28 @@ def _img(plot_files: Mapping[str, str], name: str, alt: str) -> list[str]:
 def _systems_section(data: ReportData) -> list[str]:
     rows = [[data.labels[s] + (" (baseline)" if s == data.baseline else ""), f"`{s}`"] for s in data.systems]
     return ["## Systems", "", *_table(["label", "system spec"], rows, "ll"), ""]
+
+
+def _external_section(document: Mapping[str, Any], data: ReportData) -> list[str]:
+    """What irflow dropped from rankings made elsewhere (ids the dataset does not know), and why a run
+    file has no latency."""
+    costs = document.get("cost", {})
+    lines = []
+    for s in data.systems:
+        c = costs.get(s, {})
+        if c.get("dropped_hits"):
+            lines.append(
+                f"- {data.labels[s]}: {c['dropped_hits']:,} hits dropped — {c.get('unknown_queries', 0):,} query ids "
+                f"that are not queries of this split, {c.get('unknown_documents', 0):,} document ids not in the "
+                "corpus (trec_eval would keep an unknown document as not relevant at its rank)."
+            )
+        if c.get("queries_without_hits"):
+            lines.append(
+                f"- {data.labels[s]}: {c['queries_without_hits']:,} judged queries have no hit (they score 0)."
+            )
+        if c.get("note"):
+            lines.append(f"- {data.labels[s]}: latency {c['note']}.")
+    return ["## Systems built elsewhere", "", *lines, ""] if lines else []
 
 
 def _family_note(data: ReportData) -> str:
@@ -470,6 +493,33 @@ def _cost_section(document: Mapping[str, Any], data: ReportData, plot_files: Map
         ),
         "",
         *_img(plot_files, "latency", "latency per query"),
+        *_load_table(costs, data),
+    ]
+
+
+def _load_table(costs: Mapping[str, Any], data: ReportData) -> list[str]:
+    """Queries/s and latency of each service at each concurrency level (the load curve)."""
+    rows = [
+        [
+            data.labels[s],
+            str(int(level["concurrency"])),
+            f"{level['queries_per_second']:.1f}",
+            f"{level['p50_ms']:.1f}",
+            f"{level['p95_ms']:.1f}",
+        ]
+        for s in data.systems
+        for level in costs.get(s, {}).get("load_curve") or ()
+    ]
+    if not rows:
+        return []
+    return [
+        "### Load curve",
+        "",
+        "Each sampled query sent on its own by that many concurrent clients; queries/s over the wall time, "
+        "latency per query end to end (as the service's users see it).",
+        "",
+        *_table(["system", "concurrency", "queries/s", "p50 ms", "p95 ms"], rows, "lrrrr"),
+        "",
     ]
 
 

@@ -1,4 +1,5 @@
-"""Run a system over a dataset's queries: BM25, dense, hybrid (reciprocal-rank fusion), rerank.
+"""Run a system over a dataset's queries: BM25, dense, hybrid (reciprocal-rank fusion), rerank, and
+the systems built elsewhere (run files, Python retrievers, search services: ``tasks.external``).
 
 ``retrieve`` gives the run of one system; ``measure_latency`` times the same search path one
 query at a time. Both go through a *searcher*: the prepared index (or a composition of
@@ -10,6 +11,7 @@ then cuts to depth), so composed systems never fuse or rerank a hit that would b
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,9 +21,10 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import pandas as pd
 
+from irflow.tasks.external.specs import HttpSpec, PluginSpec, RunSpec
 from irflow.tasks.runs import DEFAULT_DEPTH, drop_identical_ids, empty_run, order_run, validate_depth
 from irflow.tasks.schema import Dataset, RetrievalInfo, info_nodes
-from irflow.tasks.systems import BM25Spec, DenseSpec, HybridSpec, RerankSpec, SystemSpec, as_spec
+from irflow.tasks.systems import BM25Spec, DenseSpec, HybridSpec, RerankSpec, SystemSpec, as_spec, leaves
 
 FIRST_STAGE_DEPTH = 100  # a hybrid fuses, and a rerank reads, at least this deep
 
@@ -41,22 +44,28 @@ class RunResult:
 
 @dataclass(frozen=True)
 class LatencyReport:
-    """Per-query search latency after warm-up (ms), throughput, and the index build cost."""
+    """Per-query search latency after warm-up (ms), throughput, and the index build cost.
+
+    A system made only of run files has no search to time: its figures are None and ``note`` says
+    why. A service (``http:``) adds ``load_curve``: queries/s and latency at each concurrency level.
+    """
 
     system: str
     queries: int
     num_runs: int
     warmup: int
     depth: int
-    p50_ms: float
-    p95_ms: float
-    p99_ms: float
-    mean_ms: float
-    queries_per_second: float
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+    mean_ms: float | None
+    queries_per_second: float | None
     index_build_seconds: float
     documents_per_second: float | None
     samples_ms: tuple[float, ...] = ()
     info: RetrievalInfo = field(default_factory=dict)
+    load_curve: tuple[dict[str, float], ...] = ()
+    note: str | None = None
 
 
 def retrieve(dataset: Dataset, system: str | SystemSpec, depth: int = DEFAULT_DEPTH) -> RunResult:
@@ -91,6 +100,9 @@ def measure_latency(
     if num_runs < 1 or warmup < 0 or (sample is not None and sample < 1):
         raise ValueError("num_runs must be >= 1, warmup >= 0 and sample >= 1 (or None)")
     spec = as_spec(system)
+    if all(isinstance(leaf, RunSpec) for leaf in leaves(spec)):
+        note = "not measured: a run file is a ranking made elsewhere, with no search to time"
+        return LatencyReport(str(spec), 0, num_runs, warmup, depth, None, None, None, None, None, 0.0, None, note=note)
     searcher = make_searcher(dataset, spec, online=True)
     queries = dataset.queries
     order = np.random.default_rng(seed).permutation(len(queries))
@@ -108,8 +120,9 @@ def measure_latency(
             latencies.append(time.perf_counter() - start)
     ms = np.asarray(latencies) * 1000.0
     p50, p95, p99 = np.percentile(ms, [50, 95, 99])
-    leaves = [node for node in info_nodes(searcher.info) if "members" not in node and "first_stage" not in node]
-    rates = [leaf["documents_per_second"] for leaf in leaves if leaf.get("documents_per_second")]
+    curve = load_curve(searcher, singles * num_runs, depth, searcher.load_levels) if searcher.load_levels else ()
+    stages = [node for node in info_nodes(searcher.info) if "members" not in node and "first_stage" not in node]
+    rates = [leaf["documents_per_second"] for leaf in stages if leaf.get("documents_per_second")]
     return LatencyReport(
         system=str(spec),
         queries=len(singles),
@@ -121,11 +134,57 @@ def measure_latency(
         p99_ms=float(p99),
         mean_ms=float(ms.mean()),
         queries_per_second=float(len(ms) / (ms.sum() / 1000.0)),
-        index_build_seconds=float(sum(leaf.get("index_build_seconds", 0.0) for leaf in leaves)),
+        index_build_seconds=float(sum(leaf.get("index_build_seconds", 0.0) for leaf in stages)),
         documents_per_second=float(min(rates)) if rates else None,
         samples_ms=tuple(float(round(x, 4)) for x in ms),
         info=searcher.info,
+        load_curve=curve,
     )
+
+
+def load_curve(
+    searcher: Searcher[Any], singles: Sequence[pd.DataFrame], depth: int, levels: Sequence[int]
+) -> tuple[dict[str, float], ...]:
+    """Throughput and latency under load: at each concurrency level, ``singles`` (one query each) sent by
+    that many threads at once; per level queries/s (over the wall time) and p50/p95 per query (ms)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def timed(one: pd.DataFrame) -> float:
+        start = time.perf_counter()
+        searcher(one, depth)
+        return time.perf_counter() - start
+
+    curve = []
+    for level in levels:
+        work = list(singles) * max(1, math.ceil(2 * level / len(singles)))  # every thread busy at least twice
+        with ThreadPoolExecutor(max_workers=level) as pool:
+            start = time.perf_counter()
+            seconds = list(pool.map(timed, work))
+            wall = time.perf_counter() - start
+        p50, p95 = np.percentile(np.asarray(seconds) * 1000.0, [50, 95])
+        curve.append(
+            {
+                "concurrency": level,
+                "queries": len(work),
+                "queries_per_second": len(work) / wall,
+                "p50_ms": float(p50),
+                "p95_ms": float(p95),
+            }
+        )
+    return tuple(curve)
+
+
+def retrieval_costs(info: RetrievalInfo) -> dict[str, float]:
+    """What a retrieval's info adds to its system's cost block: :func:`index_recall`, and the hits of
+    unknown queries and documents that external systems dropped (summed over the systems inside it)."""
+    from irflow.tasks.external.ranking import COUNTS
+
+    out: dict[str, float] = dict(index_recall(info))
+    for key in COUNTS:
+        values = [int(node[key]) for node in info_nodes(info) if node.get(key) is not None]
+        if values:
+            out[key] = sum(values)
+    return out
 
 
 def index_recall(info: RetrievalInfo) -> dict[str, float]:
@@ -218,6 +277,8 @@ S = TypeVar("S", bound=SystemSpec)
 class Searcher(Generic[S]):
     """A prepared system: ``searcher(queries, depth)`` -> run table. Subclasses implement ``_search``."""
 
+    load_levels: tuple[int, ...] = ()  # concurrency levels of a load curve (services that take parallel queries)
+
     def __init__(self, dataset: Dataset, spec: S) -> None:
         self.dataset = dataset
         self.spec = spec
@@ -244,6 +305,16 @@ def make_searcher(dataset: Dataset, spec: SystemSpec, *, online: bool = False) -
         return _Hybrid(dataset, spec, [make_searcher(dataset, s, online=online) for s in spec.systems])
     if isinstance(spec, RerankSpec):
         return _Rerank(dataset, spec, make_searcher(dataset, spec.first_stage, online=online))
+    if isinstance(spec, RunSpec):
+        from irflow.tasks.external.runfile import RunFileSearcher
+
+        return RunFileSearcher(dataset, spec)
+    if isinstance(spec, PluginSpec):
+        from irflow.tasks.external.python_system import PluginSearcher
+
+        return PluginSearcher(dataset, spec)
+    if isinstance(spec, HttpSpec):
+        raise NotImplementedError(f"{spec}: http systems are parsed but cannot run yet")
     raise TypeError(f"not a system spec: {spec!r}")
 
 

@@ -4,7 +4,7 @@ A spec's canonical string (``str(spec)``) is the run name and the cache key, so 
 defaults are left out, numbers are written one way, aliases are resolved, and
 ``parse_system(str(spec)) == spec`` for every spec. Grammar::
 
-    system  := bm25 | dense | hybrid | rerank | "(" system ")"
+    system  := bm25 | dense | hybrid | rerank | run | plugin | http | "(" system ")"
     bm25    := "bm25" [":" options]                   bm25   bm25:k1=1.2,b=0.75
     dense   := "dense" ["(" options ")"] ":" model    dense:minilm   dense(index=hnsw,M=32):minilm
     hybrid  := "hybrid" ["(" options ")"] ":" system "+" system ["+" system]...
@@ -13,6 +13,9 @@ defaults are left out, numbers are written one way, aliases are resolved, and
     rerank  := "rerank" ["(" options ")"] ":" model "@" system
                                                       rerank:cross-encoder/ms-marco-MiniLM-L-6-v2@bm25
                                                       rerank(top=50):minilm@hybrid:bm25+dense:minilm
+    run     := "run" ["(" "sha256=" hex ")"] ":" path   run:runs/bm25.trec   (TREC, ranx JSON or Parquet)
+    plugin  := name ["(" options ")"] [":" target]    python(k1=2):mypkg.search:BM25Plus   mykind:target
+    http    := "http" ["(" options ")"] ":" url       http:http://127.0.0.1:8080/search
     options := key "=" value ["," key "=" value]...   a value with , ( ) = " or spaces is a JSON string
 
 Options sit in parentheses between the kind and its colon, before the model, so a model name
@@ -22,6 +25,12 @@ itself a hybrid, or a rerank over one, is written in parentheses:
 ``hybrid:(hybrid:bm25+dense:minilm)+dense:mpnet``. Model names may not contain ``@``, nor ``+`` followed by
 a word (inside a hybrid); aliases (``minilm``, ``mpnet``) resolve to the Hugging Face name, so
 write ``./minilm`` for a local directory of that name.
+
+Systems built elsewhere (``irflow.tasks.external``): a ``run:`` spec names its file by absolute path
+and content hash (``run(sha256=<16 hex>):/abs/path``, computed from the file when left out), so a
+changed file is a new system; a path, target or URL with characters other than
+``A-Za-z0-9._/:~%?&=,#@-`` is written as a JSON string (``run:"/data/my runs/a+b.trec"``).
+``python`` and the kinds of the ``irflow.systems`` entry-point group are :class:`PluginSpec`.
 """
 
 from __future__ import annotations
@@ -29,12 +38,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, Union
 
 from irflow.tasks.schema import InputError, UnknownNameError
+
+if TYPE_CHECKING:
+    from irflow.tasks.external.specs import HttpSpec, PluginSpec, RunSpec
 
 MODEL_ALIASES: dict[str, str] = {
     "minilm": "sentence-transformers/all-MiniLM-L6-v2",
@@ -53,7 +66,7 @@ INDEX_PARAMS: dict[str, tuple[str, ...]] = {  # FAISS index kind -> the integer 
     "ivfpq": ("nlist", "nprobe", "m", "nbits"),
     "chroma": ("M", "efConstruction", "efSearch"),  # a Chroma server's HNSW collection (IRFLOW_CHROMA_URL)
 }
-KINDS = ("bm25", "dense", "hybrid", "rerank")
+KINDS = ("bm25", "dense", "hybrid", "rerank", "run", "python", "http")  # python: the built-in plugin kind
 _BM25_OPTIONS = ("k1", "b", "backend", "method", "stemmer", "stopwords")
 _DENSE_OPTIONS = ("max_seq_length", "query_prompt", "doc_prompt", "batch_size")  # besides index and its parameters
 
@@ -76,6 +89,17 @@ valid system specs:
                                     rerank:cross-encoder/ms-marco-MiniLM-L-6-v2@bm25
   rerank(top=50):<model>@<system>   options: top (how many first-stage hits are re-scored)
   (<system>)                        grouping: hybrid:(hybrid:bm25+dense:minilm)+dense:mpnet
+  run:<path>                        a ranking made elsewhere: TREC run (6 columns), ranx/ir_measures JSON
+                                    {qid: {docid: score}} or Parquet (query_id, doc_id, score); identity = content
+                                    hash: run(sha256=<16 hex>):<path> (checked against the file when given)
+  python(<options>):<module>:<callable>
+                                    a Python retriever: callable(**options) -> object with search(queries, k)
+                                    and optionally index(corpus), e.g. python(k1=2):mypkg.search:BM25Plus;
+                                    other kinds from installed packages (entry points irflow.systems): <kind>:<target>
+  http(<options>):<url>             a live search service: POST {"query": text, "k": depth} ->
+                                    {"hits": [{"id": ..., "score": ...}]}; options: preset=elasticsearch|opensearch|
+                                    solr|meilisearch, template, hits, id, score, field, auth_env, auth_header,
+                                    auth_scheme, timeout, concurrency, retries, load=1:4:16
 model aliases: """ + ", ".join(f"{k} = {v}" for k, v in MODEL_ALIASES.items())
 
 
@@ -241,8 +265,20 @@ class RerankSpec(_Spec):
         self._set("top", _positive_int("top", self.top))
 
 
-SystemSpec = BM25Spec | DenseSpec | HybridSpec | RerankSpec
-FirstStageSpec = BM25Spec | DenseSpec  # a system that searches an index itself
+def _unknown_kind(kind: str) -> Exception:
+    from irflow.tasks.external.plugins import plugin_names
+
+    plugins = ", ".join(plugin_names()) or "(none installed)"
+    return _error(
+        f"unknown system kind {kind!r}; valid kinds: {', '.join(KINDS)}; plugin kinds (entry points "
+        f"irflow.systems): {plugins}",
+        UnknownNameError,
+    )
+
+
+# Systems built elsewhere live in irflow.tasks.external.specs (they import this module, not the reverse).
+SystemSpec = Union[BM25Spec, DenseSpec, HybridSpec, RerankSpec, "RunSpec", "PluginSpec", "HttpSpec"]
+FirstStageSpec = Union[BM25Spec, DenseSpec, "RunSpec", "PluginSpec", "HttpSpec"]  # ranks documents itself
 
 
 def walk(spec: SystemSpec) -> Iterator[SystemSpec]:
@@ -257,8 +293,8 @@ def walk(spec: SystemSpec) -> Iterator[SystemSpec]:
 
 
 def leaves(spec: SystemSpec) -> Iterator[FirstStageSpec]:
-    """The first stages inside ``spec`` (BM25 and dense systems), in the order :func:`walk` meets them."""
-    return (node for node in walk(spec) if isinstance(node, (BM25Spec, DenseSpec)))
+    """The first stages inside ``spec`` (every system but hybrids and reranks), in the order :func:`walk` meets them."""
+    return (node for node in walk(spec) if not isinstance(node, (HybridSpec, RerankSpec)))
 
 
 def _choice(name: str, value: object, valid: tuple[str, ...], context: str = "") -> str:
@@ -274,6 +310,11 @@ def _choice(name: str, value: object, valid: tuple[str, ...], context: str = "")
 
 def _quote(value: str) -> str:
     return value if re.fullmatch(r"[A-Za-z0-9._/:+-]+", value) else json.dumps(value, ensure_ascii=False)
+
+
+def _body(value: str) -> str:
+    """A path, target or URL as written in a spec: bare when safe, else a JSON string."""
+    return value if re.fullmatch(r"[A-Za-z0-9._/:~%?&=,#@-]+", value) else json.dumps(value, ensure_ascii=False)
 
 
 def _options(pairs: list[tuple[str, str]]) -> str:
@@ -310,6 +351,8 @@ def format_system(spec: SystemSpec) -> str:
     if isinstance(spec, RerankSpec):
         pairs = [] if spec.top == 100 else [("top", str(spec.top))]
         return f"rerank{_paren(pairs)}:{spec.model}@{spec.first_stage}"
+    if isinstance(spec, _Spec) and hasattr(spec, "canonical"):  # irflow.tasks.external.specs
+        return str(spec.canonical())
     raise TypeError(f"not a system spec: {spec!r}")
 
 
@@ -384,12 +427,16 @@ def _take(options: dict[str, str], allowed: tuple[str, ...], kind: str) -> None:
         raise _error(f"unknown {kind} option {unknown[0]!r}; valid: {', '.join(allowed)}", UnknownNameError)
 
 
-def parse_system(text: str) -> SystemSpec:
-    """Parse a system spec string (see the module docstring); raise UnknownNameError/InputError with help."""
+def parse_system(text: str, base: str | os.PathLike[str] | None = None) -> SystemSpec:
+    """Parse a system spec string (see the module docstring); raise UnknownNameError/InputError with help.
+
+    Relative ``run:`` paths are read from ``base`` (default: the working directory), e.g. the folder of
+    the experiment file that names them.
+    """
     if not isinstance(text, str) or not text.strip():
         raise _error(f"empty system spec {text!r}")
     try:
-        return _parse(text.strip())
+        return _parse(text.strip(), base)
     except (InputError, UnknownNameError) as exc:
         raise type(exc)(f"system spec {text!r}: {exc}") from None
 
@@ -399,7 +446,21 @@ def as_spec(system: str | SystemSpec) -> SystemSpec:
     return parse_system(system) if isinstance(system, str) else system
 
 
-def _parse(text: str) -> SystemSpec:
+def _parse_body(text: str) -> str:
+    """The body after ``kind[(options)]:`` of run, plugin and http specs: bare text or one JSON string."""
+    text = text.strip()
+    if not text.startswith('"'):
+        return text
+    try:
+        value, end = json.JSONDecoder().raw_decode(text)
+    except ValueError:
+        raise _error(f"unterminated quoted value in {text!r}") from None
+    if end != len(text) or not isinstance(value, str):
+        raise _error(f"unexpected text after the quoted value in {text!r}")
+    return value
+
+
+def _parse(text: str, base: str | os.PathLike[str] | None = None) -> SystemSpec:
     text = text.strip()
     if text.startswith("("):
         end = _scan(text, 1, ")")
@@ -407,11 +468,14 @@ def _parse(text: str) -> SystemSpec:
             raise _error(f"unbalanced '(' in {text!r}")
         if end != len(text) - 1:
             raise _error(f"unexpected text after ')' in {text!r}")
-        return _parse(text[1:end])
+        return _parse(text[1:end], base)
     head = _HEAD.match(text)
     kind = head.group(1).lower() if head else ""
     if kind not in KINDS:
-        raise _error(f"unknown system kind {kind or text!r}; valid kinds: {', '.join(KINDS)}", UnknownNameError)
+        from irflow.tasks.external.plugins import installed_kinds
+
+        if not kind or kind not in installed_kinds():
+            raise _unknown_kind(kind or text)
     i = head.end()  # type: ignore[union-attr]
     options: dict[str, str] = {}
     if text[i : i + 1] == "(":
@@ -426,6 +490,10 @@ def _parse(text: str) -> SystemSpec:
         raise _error(f"expected ':' after {text[:i]!r}")
     rest = text[i + 1 :] if i < len(text) else None
 
+    if kind not in ("bm25", "dense", "hybrid", "rerank"):
+        from irflow.tasks.external.specs import parse_external
+
+        return parse_external(kind, options, _parse_body(rest) if rest is not None else "", base)
     if kind == "bm25":
         if rest is not None:
             if options:
@@ -445,11 +513,11 @@ def _parse(text: str) -> SystemSpec:
         return DenseSpec(model=rest, index=index, index_params=params, **kwargs)  # type: ignore[arg-type]
     if kind == "hybrid":
         _take(options, ("k", "weights", "depth"), "hybrid")
-        members = tuple(_parse(m) for m in _split_members(rest))
+        members = tuple(_parse(m, base) for m in _split_members(rest))
         weights = tuple(options.pop("weights").split(":")) if "weights" in options else ()
         return HybridSpec(systems=members, weights=weights, **options)  # type: ignore[arg-type]
     _take(options, ("top",), "rerank")
     model, at, first = rest.partition("@")
     if not at or not first.strip():
         raise _error("rerank needs <model>@<system>, e.g. rerank:minilm@bm25")
-    return RerankSpec(model=model, first_stage=_parse(first), **options)  # type: ignore[arg-type]
+    return RerankSpec(model=model, first_stage=_parse(first, base), **options)  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from irflow.tasks.config import irflow_version, source_root
+from irflow.tasks.external.specs import HttpSpec, PluginSpec, RunSpec
 from irflow.tasks.metrics import parse_measure
 from irflow.tasks.schema import DatasetSummary, IrflowError, RetrievalInfo, info_nodes
 from irflow.tasks.systems import BM25Spec, DenseSpec, HybridSpec, RerankSpec, as_spec, walk
@@ -33,8 +34,14 @@ COST_METRICS = (
     "prepare_seconds",
     "index_recall_at_10",  # approximate indexes (hnsw, ivf, ivfpq, chroma) against exact search
     "index_recall_at_100",
+    "unknown_queries",  # external systems (run files, Python retrievers, services): dropped ids and hits
+    "unknown_documents",
+    "dropped_hits",
+    "queries_without_hits",
 )
+LOAD_METRICS = ("queries_per_second", "p50_ms", "p95_ms")  # per concurrency level of a service's load curve
 SEEDS = {"seed.significance": 0, "seed.latency": 0}  # the pipeline's defaults; flows override them
+_PLUGIN_IDENTITY = ("class", "source_sha256", "version")  # of a Python retriever, from its searcher's info
 _BM25_PARAMS = ("k1", "b", "backend", "method", "stemmer", "stopwords")
 _INDEX_RUNTIME = ("index_build_seconds", "index_from_cache", "index_load_seconds", "index_cached", "index_path")
 
@@ -70,7 +77,8 @@ def system_params(system: str, info: RetrievalInfo | None = None, label: str | N
     """Everything a system's numbers depend on: its spec, models (with revision or weights hash),
     index type and parameters (as resolved when ``info`` from the retrieval is given), BM25 parameters."""
     spec = as_spec(system)
-    params: dict[str, Any] = {"system.spec": str(spec), "system.kind": spec.kind, "system.label": label or str(spec)}
+    kind = spec.plugin if isinstance(spec, PluginSpec) else spec.kind
+    params: dict[str, Any] = {"system.spec": str(spec), "system.kind": kind, "system.label": label or str(spec)}
     resolved = {node["system"]: node for node in info_nodes(info) if "system" in node}
     seen: dict[str, int] = {}
 
@@ -124,16 +132,42 @@ def system_params(system: str, info: RetrievalInfo | None = None, label: str | N
                     "rerank.top": node.top,
                 },
             )
+        elif isinstance(node, (RunSpec, PluginSpec, HttpSpec)):
+            put(node.kind, external_params(node, resolved.get(str(node), {})))
     return params
 
 
+def external_params(node: RunSpec | PluginSpec | HttpSpec, found: Mapping[str, Any]) -> dict[str, Any]:
+    """What a system built elsewhere depends on: the run file's full sha256, the retriever's code
+    (class, source hash, package version) and options, the service's URL and options (never a token:
+    ``auth_env`` names the variable)."""
+    if isinstance(node, RunSpec):
+        return {
+            "run.path": node.path,
+            "run.sha256": found.get("run_sha256") or node.sha256,
+            "run.format": found.get("run_format", "unknown"),
+        }
+    if isinstance(node, PluginSpec):
+        return {
+            "plugin.kind": node.plugin,
+            "plugin.target": node.target,
+            "plugin.options": json.dumps(dict(node.options), sort_keys=True),
+            **{f"plugin.{k}": found[f"plugin_{k}"] for k in _PLUGIN_IDENTITY if f"plugin_{k}" in found},
+        }
+    return {"http.url": node.url, **{f"http.{k}": v for k, v in node.options}}
+
+
 def system_metrics(means: Mapping[str, float], cost: Mapping[str, Any] | None = None) -> dict[str, float]:
-    """Every metric under its MLflow key (``ndcg_at_10``) plus the numeric costs (latency, throughput)."""
+    """Every metric under its MLflow key (``ndcg_at_10``) plus the numeric costs (latency, throughput), and
+    a service's load curve as ``load_c<concurrency>_queries_per_second`` / ``_p50_ms`` / ``_p95_ms``."""
     out = {metric_key(m): float(v) for m, v in means.items()}
     for key in COST_METRICS:
         value = (cost or {}).get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out[key] = float(value)
+    for level in (cost or {}).get("load_curve") or ():
+        for key in LOAD_METRICS:
+            out[f"load_c{int(level['concurrency'])}_{key}"] = float(level[key])
     return out
 
 
@@ -196,10 +230,12 @@ def git_commit(root: Path | None = None) -> str | None:
 
 __all__ = [
     "COST_METRICS",
+    "LOAD_METRICS",
     "SEEDS",
     "common_params",
     "comparison_metrics",
     "dataset_params",
+    "external_params",
     "git_commit",
     "metric_key",
     "mlflow_key",
