@@ -314,7 +314,9 @@ def make_searcher(dataset: Dataset, spec: SystemSpec, *, online: bool = False) -
 
         return PluginSearcher(dataset, spec)
     if isinstance(spec, HttpSpec):
-        raise NotImplementedError(f"{spec}: http systems are parsed but cannot run yet")
+        from irflow.tasks.external.http_service import HttpSearcher
+
+        return HttpSearcher(dataset, spec)
     raise TypeError(f"not a system spec: {spec!r}")
 
 
