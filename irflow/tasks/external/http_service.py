@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from irflow.tasks.external.http_options import HttpOptions, fill, resolve
@@ -131,6 +132,7 @@ class HttpSearcher(Searcher[HttpSpec]):
             limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
         )
         weakref.finalize(self, self.client.close)
+        self._corpus_ids: frozenset[str] | None = None
         self.info.update(
             http_url=spec.url,
             http_auth_env=self.options.auth_env,
@@ -160,10 +162,9 @@ class HttpSearcher(Searcher[HttpSpec]):
         qids = queries["query_id"].astype(str).tolist()
         texts = queries["text"].fillna("").astype(str).tolist()
         if len(texts) == 1:
-            answers = [self._query(texts[0], depth)]
-        else:
-            with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
-                answers = list(pool.map(lambda t: self._query(t, depth), texts))
+            return self._single(qids[0], self._query(texts[0], depth))
+        with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
+            answers = list(pool.map(lambda t: self._query(t, depth), texts))
         rows = [(q, d, s) for q, hits in zip(qids, answers) for d, s in hits]
         run = pd.DataFrame(rows, columns=["query_id", "doc_id", "score"]).astype(
             {"query_id": "str", "doc_id": "str", "score": "float64"}
@@ -173,3 +174,26 @@ class HttpSearcher(Searcher[HttpSpec]):
         kept, counts = against_dataset(self.dataset, run, self.who, all_queries=batch, overlap=batch)
         add_counts(self.info, counts)
         return order_run(kept)
+
+    def _single(self, qid: str, hits: list[tuple[str, float]]) -> pd.DataFrame:
+        """One query's run table without pandas' per-call overheads (the latency path): the same rules as
+        a batch (first hit of a repeated document, unknown documents dropped and counted, ``order_run``'s
+        order: score descending, ties by doc id descending)."""
+        if self._corpus_ids is None:
+            self._corpus_ids = frozenset(self.dataset.corpus["doc_id"].astype(str))
+        seen: dict[str, float] = {}
+        for doc, score in hits:
+            seen.setdefault(doc, score)
+        known = [(d, s) for d, s in seen.items() if d in self._corpus_ids]
+        if len(known) < len(seen):
+            add_counts(self.info, {"unknown_documents": len(seen) - len(known), "dropped_hits": len(seen) - len(known)})
+        known.sort(key=lambda h: h[0], reverse=True)
+        known.sort(key=lambda h: h[1], reverse=True)  # stable: ties keep doc id descending
+        return pd.DataFrame(
+            {
+                "query_id": pd.Series([qid] * len(known), dtype="str"),
+                "doc_id": pd.Series([d for d, _ in known], dtype="str"),
+                "score": np.fromiter((s for _, s in known), dtype=np.float64, count=len(known)),
+                "rank": np.arange(1, len(known) + 1, dtype=np.int64),
+            }
+        )
