@@ -114,8 +114,10 @@ def cmd_datasets_download(args: argparse.Namespace) -> int:
 
 
 def cmd_datasets_import(args: argparse.Namespace) -> int:
+    from irflow.flows.querylog_cli import print_query_set, query_sampling
     from irflow.tasks.ingest import import_dataset
 
+    sampling = query_sampling(args)
     manifest = import_dataset(
         args.path,
         args.format,
@@ -126,8 +128,11 @@ def cmd_datasets_import(args: argparse.Namespace) -> int:
         grade_thresholds=_parse_thresholds(args.grade_thresholds),
         drop_missing_documents=args.drop_missing_documents,
         min_impressions=args.min_impressions,
+        sampling=sampling,
     )
     _print_info(manifest)
+    if sampling is not None:
+        print_query_set(manifest, args.name)
     return 0
 
 
@@ -193,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--format",
         required=True,
-        choices=["beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels", "clicks", "sheet"],
+        choices=["beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels", "clicks", "sheet", "querylog"],
     )
     p.add_argument("--name", required=True)
     p.add_argument("--split", help="split name (default: test; dev for msmarco)")
@@ -205,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="source column for a canonical field, e.g. corpus.text=body (repeatable)",
     )
     p.add_argument(
-        "--base", help="trec-qrels, clicks, sheet: dataset whose corpus (and queries) the judgements refer to"
+        "--base", help="trec-qrels, clicks, sheet, querylog: dataset whose corpus (and queries) the import refers to"
     )
     p.add_argument(
         "--grade-thresholds",
@@ -223,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="drop judgements of documents absent from the corpus (default: keep them, as trec_eval and BEIR do: "
         "relevant and unretrievable)",
     )
+    from irflow.flows.querylog_cli import add_querylog_options
+
+    add_querylog_options(p)
     p.set_defaults(func=cmd_datasets_import)
     p = sub.add_parser("run", help="evaluate systems on a dataset (default: the demo dataset techdocs)")
     p.add_argument("--dataset", default="techdocs", help="dataset name (default: techdocs)")

@@ -9,7 +9,7 @@ how consistent each one is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -19,6 +19,11 @@ from irflow.tasks.metrics import parse_measure
 from irflow.tasks.schema import InputError
 
 NONE_LABEL = "(none)"
+ORDINAL_SCALES = (  # metadata values with a natural order: segments follow it
+    ("head", "torso", "tail"),
+    ("easy", "medium", "hard"),
+    ("1-2 words", "3-5 words", "6+ words"),
+)
 SNIPPET_WIDTH = 80
 
 
@@ -47,8 +52,10 @@ def _labels(values: pd.Series) -> pd.Series:
 def segments(per_query: pd.DataFrame, queries: pd.DataFrame, column: str, metric: str) -> pd.DataFrame:
     """Mean ``metric`` per value of the query metadata ``column``: ``column, queries, <system>...``.
 
-    Rows follow the categories of an ordered categorical column (e.g. length bins), else the
-    number of queries (largest first); a query without the column's value falls in ``(none)``.
+    Rows follow the categories of an ordered categorical column (e.g. length bins) or a known scale
+    (:data:`ORDINAL_SCALES`: head/torso/tail, easy/medium/hard, query-log length bands) that holds
+    every value, else the number of queries (largest first); a query without the column's value
+    falls in ``(none)``.
     """
     if column not in queries.columns:
         raise InputError(
@@ -61,8 +68,13 @@ def segments(per_query: pd.DataFrame, queries: pd.DataFrame, column: str, metric
     table = wide.groupby(groups).mean()
     table.insert(0, "queries", groups.value_counts())
     dtype = queries[column].dtype
+    values = set(table.index) - {NONE_LABEL}
     if isinstance(dtype, pd.CategoricalDtype) and dtype.ordered:
-        order = [str(c) for c in dtype.categories] + [NONE_LABEL]
+        scale: Sequence[str] | None = [str(c) for c in dtype.categories]
+    else:
+        scale = next((s for s in ORDINAL_SCALES if values <= set(s)), None)
+    if scale is not None:
+        order = [*scale, NONE_LABEL]
         return table.reindex([c for c in order if c in table.index]).rename_axis(column).reset_index()
     return table.sort_values("queries", ascending=False, kind="mergesort").reset_index()
 

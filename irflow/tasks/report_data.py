@@ -26,6 +26,7 @@ SIGNIFICANCE = {
     "ci": "bca",  # the bootstrap interval's method (significance.CI_METHODS)
 }
 MAX_SEGMENT_VALUES = 30  # a metadata column with more distinct values is free text, not a segment
+MAX_NUMERIC_SEGMENT_VALUES = 10  # a number column with more is a measurement (a query log's count), not a segment
 
 
 def significance_options(**options: Any) -> dict[str, Any]:
@@ -66,7 +67,11 @@ class ReportData:
 
 def _metadata_columns(table: pd.DataFrame, listed: Sequence[str] | None, fixed: Sequence[str]) -> list[str]:
     columns = [c for c in (listed if listed is not None else table.columns) if c in table.columns and c not in fixed]
-    return [c for c in columns if 2 <= table[c].nunique(dropna=False) <= MAX_SEGMENT_VALUES]
+    return [c for c in columns if 2 <= table[c].nunique(dropna=False) <= _most_segment_values(table[c])]
+
+
+def _most_segment_values(column: pd.Series) -> int:
+    return MAX_NUMERIC_SEGMENT_VALUES if pd.api.types.is_numeric_dtype(column) else MAX_SEGMENT_VALUES
 
 
 def significance_table(per_query: pd.DataFrame, measures: Sequence[str], baseline: str, **options: Any) -> pd.DataFrame:

@@ -75,7 +75,8 @@ class UnknownNameError(IrflowError, KeyError):
 
 @dataclass(frozen=True)
 class Dataset:
-    """One canonical dataset split: corpus, judged queries of the split, and their qrels.
+    """One canonical dataset split: corpus, judged queries of the split, and their qrels (a zbench
+    candidates import and a query set sampled from a log also keep queries that are not judged yet).
 
     ``manifest`` holds the provenance (source, split, counts, fingerprint, irflow version,
     ``ignore_identical_ids``, dropped qrels). ``fingerprint`` is a sha256 of the table contents

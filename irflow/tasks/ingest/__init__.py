@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from irflow.tasks.config import package_data
-from irflow.tasks.ingest import beir, canonical, clicks, custom, msmarco, store
+from irflow.tasks.ingest import beir, canonical, clicks, custom, msmarco, querylog, store
 from irflow.tasks.schema import Dataset, InputError, UnknownNameError
 
 EMBEDDED = {"techdocs": package_data("datasets", "techdocs")}
-FORMATS = ("beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels", "clicks", "sheet")
-_FILE_FORMATS = {"zbench", "trec-qrels", "clicks", "sheet"}
-_OVER_BASE = {"trec-qrels", "clicks", "sheet"}  # formats that judge the corpus (and queries) of another dataset
+FORMATS = ("beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels", "clicks", "sheet", "querylog")
+_FILE_FORMATS = {"zbench", "trec-qrels", "clicks", "sheet", "querylog"}
+_OVER_BASE = {"trec-qrels", "clicks", "sheet", "querylog"}  # formats over the corpus (and queries) of another dataset
 _FOLDER_FORMATS = {"msmarco", "jsonl", "csv", "parquet"}
 
 __all__ = ["FORMATS", "check_name", "dataset_info", "default_split", "import_dataset", "list_datasets", "load_dataset"]
@@ -172,6 +172,7 @@ def import_dataset(
     grade_thresholds: tuple[float, ...] | None = None,
     drop_missing_documents: bool = False,
     min_impressions: int = clicks.MIN_IMPRESSIONS,
+    sampling: querylog.Sampling | None = None,
 ) -> dict[str, Any]:
     """Ingest a local source under ``name``, replacing a dataset of that name; returns the split's manifest.
 
@@ -188,7 +189,9 @@ def import_dataset(
     AnnotatedQueryDocuments JSONL), ``trec-qrels`` (new judgements over the corpus and queries
     of dataset ``base``), ``clicks`` (a click log, graded by a position-based click model over
     the corpus of dataset ``base``; pairs shown fewer than ``min_impressions`` times stay unjudged),
-    ``sheet`` (an ``irflow pool`` sheet with grades filled in, merged with the judgements of ``base``).
+    ``sheet`` (an ``irflow pool`` sheet with grades filled in, merged with the judgements of ``base``),
+    ``querylog`` (a query log, normalised, de-duplicated and sampled by ``sampling`` into a query set over
+    the corpus of ``base``, with ``base``'s judgements of the queries it shares).
     """
     if name in EMBEDDED:
         raise InputError(f"dataset name {name!r} is reserved; choose another name")
@@ -212,14 +215,17 @@ def import_dataset(
     if fmt in _OVER_BASE:
         if not base:
             raise InputError(
-                f"--format {fmt} needs --base NAME: the dataset whose corpus and queries the judgements refer to"
+                f"--format {fmt} needs --base NAME: the dataset whose corpus and queries the "
+                + ("query set is sampled over" if fmt == "querylog" else "judgements refer to")
             )
         base_dataset = load_dataset(base)  # read before this name's lock: base may be this very name
     source: dict[str, Any] = {"kind": fmt, "location": str(path.resolve())}
     if drop_missing_documents:
         source["drop_missing_documents"] = True
+    if fmt == "querylog":
+        (sampling or querylog.Sampling()).check()  # a bad option fails before any work
     build = _import_builder(
-        path, fmt, name, split, source, mapping or {}, grade_thresholds, base_dataset, min_impressions
+        path, fmt, name, split, source, mapping or {}, grade_thresholds, base_dataset, min_impressions, sampling
     )
     with store.building(name):
         manifests = store.publish(name, build)
@@ -237,6 +243,7 @@ def _import_builder(
     grade_thresholds: tuple[float, ...] | None,
     base: Dataset | None,
     min_impressions: int = clicks.MIN_IMPRESSIONS,
+    sampling: querylog.Sampling | None = None,
 ) -> Callable[[Path], dict[str, dict[str, Any]]]:
     """The function that reads ``path`` and builds the dataset into a folder (see :func:`import_dataset`)."""
 
@@ -263,6 +270,9 @@ def _import_builder(
         elif fmt == "clicks":
             thresholds = grade_thresholds or clicks.THRESHOLDS
             over = clicks.clicks_over_base(path, base, wanted, min_impressions=min_impressions, thresholds=thresholds)
+            corpus, split_source, provenance = over
+        elif fmt == "querylog":
+            over = querylog.querylog_over_base(path, base, wanted, sampling or querylog.Sampling())
             corpus, split_source, provenance = over
         else:
             corpus, split_source, provenance = custom.qrels_over_base(path, base, wanted)

@@ -262,7 +262,8 @@ class SplitSource:
     """One split ready to be checked: query records, raw qrels rows, and where they came from.
 
     ``candidates`` (zbench ``QueryDocuments``): the unjudged candidate lists; the split then needs
-    no judgements.
+    no judgements. ``unjudged`` (a query set sampled from a log): every query is kept, judged or
+    not, and the split may have no judgements at all (it awaits pooling or annotation).
     """
 
     split: str
@@ -271,6 +272,7 @@ class SplitSource:
     queries_source: str
     qrels_source: str
     candidates: pd.DataFrame | None = None
+    unjudged: bool = False
 
 
 def build_dataset(
@@ -338,13 +340,13 @@ def write_split(
         drop_missing_documents=drop_missing_documents,
     )
     candidates = split.candidates
-    if candidates is None and qrels.empty:
+    if candidates is None and qrels.empty and not split.unjudged:
         raise InputError(
             f"no judged queries in split {split.split!r}: every judgement was dropped or the "
             "qrels are empty; expected at least one judgement of a known query and document",
             path=split.qrels_source,
         )
-    if candidates is None and report.missing.get("judgements") == len(qrels):
+    if candidates is None and len(qrels) and report.missing.get("judgements") == len(qrels):
         raise InputError(
             f"none of the {report.missing['documents']:,} judged documents of split {split.split!r} is in the "
             f"corpus (e.g. {'; '.join(f'{q} -> {d}' for q, d in zip(qrels['query_id'][:3], qrels['doc_id'][:3]))}): "
@@ -352,8 +354,9 @@ def write_split(
             "Expected judgements of the corpus's document ids",
             path=split.qrels_source,
         )
-    judged = set(qrels["query_id"]) if candidates is None else set(candidates["query_id"])
-    queries = queries[queries["query_id"].isin(judged)].dropna(axis=1, how="all").reset_index(drop=True)
+    judged = set(qrels["query_id"])
+    kept = set(queries["query_id"]) if split.unjudged else judged if candidates is None else set(candidates["query_id"])
+    queries = queries[queries["query_id"].isin(kept)].dropna(axis=1, how="all").reset_index(drop=True)
     fp = fingerprint(corpus_info["digest"], corpus_info["documents"], queries, qrels)
     grades = {str(int(g)): int(n) for g, n in qrels["relevance"].value_counts().sort_index().items()}
     manifest = {
@@ -362,7 +365,7 @@ def write_split(
         "source": source,
         "fingerprint": fp,
         "documents": corpus_info["documents"],
-        "queries": int(len(queries)),
+        "queries": int(len(queries)) if not split.unjudged else len(judged),
         "judgements": int(len(qrels)),
         "grades": grades,
         "ignore_identical_ids": ignore_identical_ids,
@@ -373,6 +376,8 @@ def write_split(
         "document_metadata": corpus_info["metadata_columns"],
         "query_metadata": [c for c in queries.columns if c not in _REQUIRED["queries"]],
     }
+    if split.unjudged:
+        manifest["unjudged_queries"] = int(len(queries)) - len(judged)
     out = folder / split.split
     out.mkdir()
     queries.to_parquet(out / "queries.parquet", index=False)

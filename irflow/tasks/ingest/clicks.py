@@ -36,7 +36,7 @@ import pandas as pd
 
 from irflow.tasks.ingest.canonical import CorpusSource, SplitSource
 from irflow.tasks.ingest.custom import base_corpus, base_provenance, base_queries
-from irflow.tasks.ingest.readers import read_log_table
+from irflow.tasks.ingest.readers import fail_at_row, integer_column, read_log_table
 from irflow.tasks.schema import Dataset, InputError
 
 THRESHOLDS = (0.5, 0.25, 0.1)  # γ for grades 3, 2, 1
@@ -72,30 +72,17 @@ def read_click_log(path: str | Path) -> pd.DataFrame:
         raise InputError("click log is empty; expected at least one impression", path=str(path))
     out = pd.DataFrame({"query": log[query_column].astype(str).str.strip(), "doc_id": log["doc_id"].astype(str)})
     for name in ("position", *(("impressions", "clicks") if aggregated else ("clicked",))):
-        out[name] = _integers(log[name], name, path, minimum=1 if name == "position" else 0)
+        out[name] = integer_column(log[name], name, path, minimum=1 if name == "position" else 0)
     if not aggregated:
         if (out["clicked"] > 1).any():
-            _fail(out["clicked"] > 1, "clicked", "0 or 1", log, path)
+            fail_at_row(out["clicked"] > 1, "clicked", "0 or 1", log, path)
         out = out.rename(columns={"clicked": "clicks"}).assign(impressions=1)
     if (out["clicks"] > out["impressions"]).any():
-        _fail(out["clicks"] > out["impressions"], "clicks", "at most impressions", log, path)
+        fail_at_row(out["clicks"] > out["impressions"], "clicks", "at most impressions", log, path)
     for name in ("query", "doc_id"):
         if (out[name] == "").any():
-            _fail(out[name] == "", name, "a non-empty id or text", log, path)
+            fail_at_row(out[name] == "", name, "a non-empty id or text", log, path)
     return out.groupby(["query", "doc_id", "position"], as_index=False, sort=True)[["impressions", "clicks"]].sum()
-
-
-def _integers(column: pd.Series, name: str, path: Path, minimum: int) -> pd.Series:
-    values = pd.to_numeric(column, errors="coerce")
-    bad = values.isna() | (values != values.round()) | (values < minimum)
-    if bad.any():
-        _fail(bad, name, f"an integer >= {minimum}", column.to_frame(name), path)
-    return values.astype(np.int64)
-
-
-def _fail(bad: pd.Series, name: str, expected: str, log: pd.DataFrame, path: Path) -> None:
-    row = int(np.flatnonzero(bad.to_numpy())[0])
-    raise InputError(f"row {row + 1}: field {name!r} is {log[name].iloc[row]!r}; expected {expected}", path=str(path))
 
 
 def fit_pbm(log: pd.DataFrame, *, max_iterations: int = 500, tolerance: float = 1e-7) -> ClickModel:

@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
 from irflow.tasks.ingest.records import MAX_GRADE, MIN_GRADE
 from irflow.tasks.schema import InputError
@@ -177,5 +177,27 @@ def read_log_table(path: str | Path, what: str) -> Any:
         if suffix in (".jsonl", ".json"):
             return pd.read_json(path, lines=True, dtype=False)
         return pd.read_csv(path, sep="," if suffix == ".csv" else "\t", dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:  # not even a header: an empty table, which the caller reports
+        return pd.DataFrame()
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read the {what}: {exc}", path=str(path)) from None
+
+
+def fail_at_row(bad: Any, name: str, expected: str, table: Any, path: str | Path) -> NoReturn:
+    """Raise the InputError for the first row where ``bad`` (a boolean Series) is true: file, row, field, value."""
+    import numpy as np
+
+    row = int(np.flatnonzero(bad.to_numpy())[0])
+    raise InputError(f"row {row + 1}: field {name!r} is {table[name].iloc[row]!r}; expected {expected}", path=str(path))
+
+
+def integer_column(column: Any, name: str, path: str | Path, minimum: int) -> Any:
+    """A log column as int64 values >= ``minimum``; any other value fails naming the file, row and field."""
+    import numpy as np
+    import pandas as pd
+
+    values = pd.to_numeric(column, errors="coerce")
+    bad = values.isna() | (values != values.round()) | (values < minimum)
+    if bad.any():
+        fail_at_row(bad, name, f"an integer >= {minimum}", column.to_frame(name), path)
+    return values.astype(np.int64)
