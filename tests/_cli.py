@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,3 +21,19 @@ def irflow(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.
         timeout=timeout,
         cwd=ROOT,
     )
+
+
+@contextmanager
+def script_server(*args: str, env: dict[str, str] | None = None) -> Iterator[int]:
+    """Start a test server script (``python SCRIPT ARGS``, printing its port first); yield the port; stop
+    it by its PID (terminate, then kill after 10 s)."""
+    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        yield int(proc.stdout.readline())  # type: ignore[union-attr]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)

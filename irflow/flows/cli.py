@@ -142,6 +142,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     systems = list(args.system or DEFAULT_SYSTEMS)
     metrics = list(args.metric or DEFAULT_METRICS)
+    if args.dry_run:
+        return _print_api_plan(args, systems)
     specs, _ = validate(args.dataset, [args.baseline, *systems] if args.baseline else systems, metrics)  # in a second
     output = str(check_arguments(args.dataset, args.split, args.depth, args.latency_runs, args.output))
     flow, extra = configure_run(args, stage_libraries(specs))  # the tracking store is checked before any stage
@@ -159,6 +161,38 @@ def cmd_run(args: argparse.Namespace) -> int:
     print()
     print(_metrics_table(document))
     print(f"\nresults: {output}/ (metrics.json, per_query.parquet, runs/, report.md, plots/)")
+    return 0
+
+
+def _print_api_plan(args: argparse.Namespace, systems: list[str]) -> int:
+    """``irflow run --dry-run``: what the API embedding models would be asked, and cost; nothing is sent."""
+    from irflow.tasks.embed import api_plan
+    from irflow.tasks.ingest import load_dataset
+    from irflow.tasks.systems import as_spec
+
+    specs = [str(as_spec(s)) for s in ([args.baseline, *systems] if args.baseline else systems)]
+    dataset = load_dataset(args.dataset, args.split)
+    timed = 10 + min(100, len(dataset.queries)) * args.latency_runs if args.latency_runs > 0 else 0
+    plan = api_plan(dataset, list(dict.fromkeys(specs)), latency_queries=timed)
+    print(f"{dataset.name} ({dataset.split}): {len(dataset.corpus):,} documents, {len(dataset.queries):,} queries")
+    if not plan:
+        print("no system calls an API: nothing to pay (dry run, nothing was run)")
+        return 0
+
+    def usd(value: float | None) -> str:
+        return "price unknown (option price=USD per 1M tokens)" if value is None else f"${value:,.4f}"
+
+    total: float | None = 0.0
+    for row in plan:
+        print(
+            f"{row['system']}\n  {row['model']}: {row['calls']:,} calls, {row['tokens']:,} tokens "
+            f"({row['tokens_counted_by']}), {usd(row['usd'])} to embed {row['texts']:,} texts "
+            f"({row['cached_texts']:,} cached)\n  latency stage: {row['latency_calls']:,} calls, "
+            f"~{row['latency_tokens']:,} tokens, {usd(row['latency_usd'])}"
+        )
+        parts = (row["usd"], row["latency_usd"])
+        total = None if total is None or None in parts else total + sum(p for p in parts if p is not None)
+    print(f"total: {usd(total)} (dry run: nothing was sent)")
     return 0
 
 
@@ -246,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=int, default=100, help="hits per query (default 100, at most 1000)")
     p.add_argument("--output", metavar="DIR", help="result folder (default: results/<dataset>)")
     p.add_argument("--latency-runs", type=int, default=3, help="timed repetitions per query (0: skip latency)")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the calls, tokens and USD of API embedding models, run nothing"
+    )
     p.set_defaults(func=cmd_run, runs_flow=True)
 
     from irflow.flows.annotate import add_annotate_parser

@@ -7,7 +7,7 @@ the tracking store are checked before any expensive stage runs; results are publ
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,7 +28,7 @@ from irflow.tasks.output_folder import check_output, publish
 from irflow.tasks.retrieve import measure_latency, retrieval_costs, retrieve
 from irflow.tasks.runs import validate_depth
 from irflow.tasks.schema import Dataset, DownloadError, InputError, IrflowError, UnknownNameError
-from irflow.tasks.systems import as_spec
+from irflow.tasks.systems import as_spec, leaves, walk
 from irflow.tasks.tracking import TrackingOptions, check_tracking
 
 DEFAULT_DATASET = "techdocs"
@@ -100,16 +100,29 @@ def latency_task(dataset: Dataset, system: str, depth: int, num_runs: int, seed:
 
 @task(name="metrics", task_run_name="metrics {system}", cache_policy=NONE)
 def metrics_task(
-    dataset: Dataset, system: str, result: Any, measures: list[str], cost: dict[str, Any]
+    dataset: Dataset,
+    system: str,
+    result: Any,
+    measures: list[str],
+    cost: dict[str, Any],
+    encodes: Sequence[Mapping[str, Any]] = (),
 ) -> report_stage.SystemEvaluation:
+    """Per-query metrics and the cost block (``encodes``: the embed stage's records of the system's corpus
+    encodings, whose API calls are part of its cost)."""
     per_query = evaluate_metrics(result.run, dataset.qrels, measures)
     cost = {
         "retrieve_seconds": result.search_seconds,
         "prepare_seconds": result.prepare_seconds,
-        **retrieval_costs(result.info),
+        **retrieval_costs(result.info, encodes),
         **cost,
     }
     return report_stage.SystemEvaluation(system, result.run, per_query, mean(per_query), cost)
+
+
+def embedding_failures(specs: Sequence[str], embedded: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The systems that need an encoding that failed with a named error, and that error."""
+    final = {dense: e["error"] for dense, e in embedded.items() if e.get("final")}
+    return {system: final[str(node)] for system in specs for node in walk(as_spec(system)) if str(node) in final}
 
 
 @task(name="significance", cache_policy=NONE)
@@ -166,9 +179,10 @@ def evaluate_flow(
         check_tracking(experiment=tracking.experiment)
     data = ingest_task(dataset, split)
     embedded = embed_stage(data, specs)
-    runs = {system: retrieve_task.submit(data, system, depth) for system in specs}  # in parallel on Dask
+    failed = embedding_failures(specs, embedded)
+    runs = {s: retrieve_task.submit(data, s, depth) for s in specs if s not in failed}  # in parallel on Dask
     wait(list(runs.values()))
-    evaluations, infos, failed = [], {}, {}
+    evaluations, infos = [], {}
     for system, run in runs.items():
         try:
             result = run.result()
@@ -177,7 +191,8 @@ def evaluate_flow(
             continue
         infos[system] = result.info
         cost = latency_task(data, system, depth, latency_runs, seed) if latency_runs > 0 else {}
-        evaluations.append(metrics_task(data, system, result, measures, cost))
+        encodes = [embedded[str(leaf)] for leaf in leaves(as_spec(system)) if str(leaf) in embedded]
+        evaluations.append(metrics_task(data, system, result, measures, cost, encodes))
     if not evaluations:
         raise SystemsFailed("every system failed: " + "; ".join(f"{s}: {e}" for s, e in failed.items()))
     base = specs[0] if specs[0] not in failed else evaluations[0].system

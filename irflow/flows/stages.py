@@ -18,7 +18,7 @@ from prefect.context import FlowRunContext
 from prefect.futures import wait
 
 from irflow.tasks import sharding, tracking
-from irflow.tasks.schema import Dataset, RetrievalInfo, UnknownNameError
+from irflow.tasks.schema import Dataset, IrflowError, RetrievalInfo, UnknownNameError
 
 TASK_RUNNERS = ("default", "dask")
 
@@ -34,7 +34,20 @@ def _job_cache_key(context: Any, inputs: dict[str, Any]) -> str:
     return "embed-" + hashlib.sha256(f"{job.key_dir}|{shard}".encode()).hexdigest()[:32]
 
 
-@task(name="embed", task_run_name="embed {job.model}", cache_key_fn=_job_cache_key, persist_result=True, retries=1)
+def _transient(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry an encode only when it failed for no named reason: a named irflow error (bad input, a refused
+    key, an API that kept failing through its own retries) would fail the same way again."""
+    return not isinstance(state.result(raise_on_failure=False), IrflowError)
+
+
+@task(
+    name="embed",
+    task_run_name="embed {job.model}",
+    cache_key_fn=_job_cache_key,
+    persist_result=True,
+    retries=1,
+    retry_condition_fn=_transient,
+)
 def embed_task(dataset: Dataset, job: sharding.EmbedJob) -> dict[str, Any]:
     return sharding.encode_job(dataset, job)
 
@@ -45,6 +58,7 @@ def embed_task(dataset: Dataset, job: sharding.EmbedJob) -> dict[str, Any]:
     cache_key_fn=_job_cache_key,
     persist_result=True,
     retries=1,
+    retry_condition_fn=_transient,
 )
 def embed_shard_task(dataset: Dataset, job: sharding.EmbedJob, chunks: list[int]) -> dict[str, Any]:
     return sharding.encode_shard(dataset, job, chunks)
@@ -82,8 +96,13 @@ def embed_stage(dataset: Dataset, systems: Sequence[str]) -> dict[str, dict[str,
     for system, future in futures.items():
         try:
             out[system] = {**future.result(), "cached": future.state.name == "Cached"}
+            if out[system]["cached"] and "api_calls" in out[system]:  # a record of what an earlier run paid
+                out[system].update(api_calls=0, api_tokens=0)
         except Exception as exc:
-            out[system] = {"encoded": 0, "seconds": 0.0, "cached": False, "error": f"{type(exc).__name__}: {exc}"}
+            error = f"{type(exc).__name__}: {exc}"
+            out[system] = {"encoded": 0, "seconds": 0.0, "cached": False, "error": error}
+            if isinstance(exc, IrflowError):  # named: retrieval would fail the same way, so it is not tried
+                out[system]["final"] = True
     for system, future in shards:  # the shards did the encoding: count theirs (seconds summed over workers)
         done = future.result(raise_on_failure=False)
         if isinstance(done, dict) and future.state.name != "Cached":

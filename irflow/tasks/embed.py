@@ -1,23 +1,43 @@
 """Dense retrieval over the embedding cache: the text a document is embedded as, corpus and query
 vectors of a dataset under a ``DenseSpec``, and dense search through a FAISS index.
 
-Models live in ``tasks.models``; the resumable Parquet cache of vectors (and its keys) in
-``tasks.embed_cache``. tasks.index (faiss) is imported inside ``dense_search``: importing this module is cheap.
+Models live in ``tasks.models`` (local) and ``tasks.api_embed`` (behind an API); the resumable
+Parquet cache of vectors (and its keys) in ``tasks.embed_cache``. tasks.index (faiss) is imported
+inside ``dense_search``: importing this module is cheap.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.embed_cache import Embeddings, embed_texts, texts_key
-from irflow.tasks.models import ResolvedModel, resolve_model
+from irflow.tasks.api_embed import ApiModel, is_api_model
+from irflow.tasks.embed_cache import Embeddings, embed_texts, part_path, plan_chunks, read_part, texts_key
+from irflow.tasks.models import resolve_model
 from irflow.tasks.schema import Dataset
 
 if TYPE_CHECKING:
+    from irflow.tasks.models import Encoder
     from irflow.tasks.systems import DenseSpec
+
+
+def model_for(spec: DenseSpec) -> Encoder:
+    """The model of a dense spec: a local one (``resolve_model``) or an API model, one object per spec
+    and endpoint in a process, so its usage (calls, tokens) adds up across the stages."""
+    if is_api_model(spec.model):
+        return _api_model(spec.model, spec.api, spec.batch_size, os.environ.get("OPENAI_BASE_URL"))
+    return resolve_model(spec.model)
+
+
+@functools.lru_cache(maxsize=64)
+def _api_model(model: str, options: tuple[tuple[str, str], ...], batch_size: int, _env_url: str | None) -> ApiModel:
+    return ApiModel.from_spec(model, options, batch_size)
 
 
 def document_texts(corpus: pd.DataFrame) -> list[str]:
@@ -28,7 +48,7 @@ def document_texts(corpus: pd.DataFrame) -> list[str]:
 
 def corpus_key(dataset: Dataset, spec: DenseSpec) -> str:
     """The cache key :func:`embed_corpus` uses for ``dataset`` under ``spec`` (for shard planners)."""
-    model = resolve_model(spec.model)
+    model = model_for(spec)
     return texts_key(
         dataset.corpus["doc_id"].astype(str).tolist(),
         document_texts(dataset.corpus),
@@ -39,12 +59,12 @@ def corpus_key(dataset: Dataset, spec: DenseSpec) -> str:
     )[0]
 
 
-def embed_corpus(dataset: Dataset, spec: DenseSpec, *, model: ResolvedModel | None = None, **kwargs: Any) -> Embeddings:
+def embed_corpus(dataset: Dataset, spec: DenseSpec, *, model: Encoder | None = None, **kwargs: Any) -> Embeddings:
     """Document vectors of ``dataset`` under ``spec`` (model, doc prompt, max_seq_length, batch size)."""
     return embed_texts(
         dataset.corpus["doc_id"].astype(str).tolist(),
         document_texts(dataset.corpus),
-        model or resolve_model(spec.model),
+        model or model_for(spec),
         role="document",
         prompt=spec.doc_prompt,
         max_seq_length=spec.max_seq_length,
@@ -53,14 +73,12 @@ def embed_corpus(dataset: Dataset, spec: DenseSpec, *, model: ResolvedModel | No
     )
 
 
-def embed_queries(
-    dataset: Dataset, spec: DenseSpec, *, model: ResolvedModel | None = None, **kwargs: Any
-) -> Embeddings:
+def embed_queries(dataset: Dataset, spec: DenseSpec, *, model: Encoder | None = None, **kwargs: Any) -> Embeddings:
     """Query vectors of ``dataset`` under ``spec`` (model, query prompt, max_seq_length, batch size)."""
     return embed_texts(
         dataset.queries["query_id"].astype(str).tolist(),
         dataset.queries["text"].fillna("").astype(str).tolist(),
-        model or resolve_model(spec.model),
+        model or model_for(spec),
         role="query",
         prompt=spec.query_prompt,
         max_seq_length=spec.max_seq_length,
@@ -78,7 +96,8 @@ def dense_search(dataset: Dataset, spec: DenseSpec, depth: int) -> pd.DataFrame:
     """
     from irflow.tasks.index import build_index
 
-    model = resolve_model(spec.model)
+    model = model_for(spec)
+    spent = api_spent(model)
     docs = embed_corpus(dataset, spec, model=model)
     queries = embed_queries(dataset, spec, model=model)
     index = build_index(docs.vectors, spec.index, spec.index_params, cache_dir=docs.path)
@@ -109,5 +128,88 @@ def dense_search(dataset: Dataset, spec: DenseSpec, depth: int) -> pd.DataFrame:
         "queries_encoded": queries.encoded,
         "embedding_key": docs.key,
         **index.tracking(),
+        **spent(),
     }
     return run
+
+
+def api_spent(model: Encoder) -> Any:
+    """A function giving what an API model spent since this call: ``api_calls``, ``api_tokens``,
+    ``api_price_per_1m`` and ``api_tokens_reported`` (whether the API reported them or they were
+    estimated); ``{}`` for a local model."""
+    if not isinstance(model, ApiModel):
+        return dict
+    calls0, _, tokens0 = model.usage.snapshot()
+
+    def spent() -> dict[str, Any]:
+        calls, _, tokens = model.usage.snapshot()
+        return {
+            "api_calls": calls - calls0,
+            "api_tokens": tokens - tokens0,
+            "api_price_per_1m": model.price_per_1m,
+            "api_tokens_reported": model.usage.tokens_reported,
+        }
+
+    return spent
+
+
+def api_estimate(dataset: Dataset, spec: DenseSpec) -> dict[str, Any]:
+    """What embedding the dataset (corpus and queries) with an API model would cost now: calls, tokens
+    and USD for the texts whose vectors are not cached yet (nothing is sent)."""
+    from irflow.tasks.config import cache_dir
+
+    model = model_for(spec)
+    if not isinstance(model, ApiModel):
+        raise ValueError(f"{spec} does not embed through an API")
+    queries = dataset.queries
+    roles = (
+        ("document", dataset.corpus["doc_id"].astype(str).tolist(), document_texts(dataset.corpus), spec.doc_prompt),
+        (
+            "query",
+            queries["query_id"].astype(str).tolist(),
+            queries["text"].fillna("").astype(str).tolist(),
+            spec.query_prompt,
+        ),
+    )
+    todo: list[str] = []
+    cached = 0
+    for role, ids, texts, prompt in roles:
+        prompt = model.prompt(role, prompt)
+        key, _ = texts_key(ids, texts, model, role=role, prompt=prompt, max_seq_length=None)
+        key_dir = Path(cache_dir()) / "embeddings" / key
+        for chunk, rows in enumerate(plan_chunks(texts)):
+            if read_part(part_path(key_dir, chunk), [ids[i] for i in rows]) is not None:
+                cached += len(rows)
+            else:
+                todo += [prompt + texts[i] for i in rows]
+    return {**model.estimate(todo), "cached_texts": cached}
+
+
+def api_plan(dataset: Dataset, systems: Sequence[str], *, latency_queries: int = 0) -> list[dict[str, Any]]:
+    """The API calls an evaluation of ``systems`` would make, per API embedding model inside them:
+    :func:`api_estimate` for the evaluation, plus ``latency_queries`` single-query calls (the latency
+    stage encodes each timed query on its own). Nothing is sent."""
+    from irflow.tasks.systems import DenseSpec, as_spec, walk
+
+    plan = []
+    for system in systems:
+        for node in walk(as_spec(system)):
+            if isinstance(node, DenseSpec) and is_api_model(node.model):
+                model = model_for(node)
+                assert isinstance(model, ApiModel)
+                evaluation = api_estimate(dataset, node)
+                texts = dataset.queries["text"].fillna("").astype(str).tolist()[:latency_queries] or [""]
+                per_query = model.estimate(texts)["tokens"] / len(texts)
+                latency_tokens = round(per_query * latency_queries)
+                price = model.price_per_1m
+                plan.append(
+                    {
+                        "system": str(system),
+                        "model": model.identity,
+                        **evaluation,
+                        "latency_calls": latency_queries,
+                        "latency_tokens": latency_tokens,
+                        "latency_usd": None if price is None else latency_tokens * price / 1e6,
+                    }
+                )
+    return plan

@@ -34,13 +34,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from irflow.tasks.atomic import atomic_path, write_json
 from irflow.tasks.config import cache_dir
-from irflow.tasks.models import ResolvedModel, encode, resolve_model
+from irflow.tasks.models import encode, resolve_model
+
+if TYPE_CHECKING:
+    from irflow.tasks.models import Encoder
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +146,7 @@ def _chunks(
     texts: Sequence[str],
     plan: list[np.ndarray],
     chunk_indices: Iterable[int],
-    model: ResolvedModel,
+    model: Encoder,
     *,
     prompt: str,
     max_seq_length: int | None,
@@ -173,7 +176,7 @@ def encode_chunks(
     ids: Sequence[str],
     texts: Sequence[str],
     chunk_indices: Iterable[int],
-    model: ResolvedModel | str,
+    model: Encoder | str,
     *,
     prompt: str,
     max_seq_length: int | None = None,
@@ -186,7 +189,7 @@ def encode_chunks(
     Independent workers may run disjoint (or even overlapping) chunk ranges of one key at once;
     ``embed_texts`` afterwards finds every part finished and writes ``_COMPLETE``.
     """
-    model = model if isinstance(model, ResolvedModel) else resolve_model(model)
+    model = resolve_model(model) if isinstance(model, str) else model
     plan = plan_chunks(texts, chunk_size)
     stats = Counter(encoded=0, from_cache=0)
     for chunk, _, encoded in _chunks(
@@ -208,7 +211,7 @@ def encode_chunks(
 def texts_key(
     ids: Sequence[str],
     texts: Sequence[str],
-    model: ResolvedModel,
+    model: Encoder,
     *,
     role: str,
     prompt: str,
@@ -231,7 +234,7 @@ def texts_key(
 def embed_texts(
     ids: Sequence[str],
     texts: Sequence[str],
-    model: ResolvedModel | str,
+    model: Encoder | str,
     *,
     role: str,
     prompt: str | None = None,
@@ -248,7 +251,7 @@ def embed_texts(
     collection in the key (a dataset fingerprint); by default it is a hash of ids and texts.
     ``on_chunk(i)`` runs after each part is available (progress, or tests that interrupt).
     """
-    model = model if isinstance(model, ResolvedModel) else resolve_model(model)
+    model = resolve_model(model) if isinstance(model, str) else model
     ids = [str(i) for i in ids]
     texts = list(texts)
     if len(ids) != len(texts):

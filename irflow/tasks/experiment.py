@@ -180,6 +180,8 @@ def check_models(systems: Sequence[str]) -> None:
     the module of a ``python:`` system must be importable (found, not imported)."""
     import importlib.util
 
+    from irflow.tasks.api_embed import ApiModel, is_api_model
+    from irflow.tasks.embed import model_for
     from irflow.tasks.models import resolve_model
 
     for system in systems:
@@ -192,7 +194,12 @@ def check_models(systems: Sequence[str]) -> None:
                     found = None
                 if found is None:
                     raise UnknownNameError(f"system {system!r}: no module named {module!r} on the Python path")
+        for node in walk(as_spec(system)):
+            if isinstance(node, DenseSpec) and isinstance(api := model_for(node), ApiModel):
+                api.key()  # api.openai.com needs a key: fail before any work, not after BM25
         for model in models_of(system):
+            if is_api_model(model):
+                continue
             try:
                 resolve_model(model)
             except UnknownNameError as err:

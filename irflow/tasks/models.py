@@ -19,12 +19,15 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from irflow.tasks.schema import DownloadError, UnknownNameError
 from irflow.tasks.systems import MODEL_ALIASES
+
+if TYPE_CHECKING:
+    from irflow.tasks.api_embed import ApiModel
 
 ALIASES = MODEL_ALIASES  # one table: short names -> Hugging Face names
 # Hugging Face names that an installed package ships an identical copy of: used instead of a download.
@@ -86,6 +89,10 @@ class ResolvedModel:
         if override is not None:
             return override
         return self.query_prompt if role == "query" else self.doc_prompt
+
+
+if TYPE_CHECKING:
+    Encoder = ResolvedModel | ApiModel  # what the embedding cache encodes with: a local or an API model
 
 
 @functools.lru_cache(maxsize=64)
@@ -248,9 +255,12 @@ def is_cross_encoder(model: ResolvedModel) -> bool:
 
 
 def encode(
-    model: ResolvedModel, texts: Sequence[str], *, prompt: str, max_seq_length: int | None, batch_size: int = 32
+    model: Encoder, texts: Sequence[str], *, prompt: str, max_seq_length: int | None, batch_size: int = 32
 ) -> np.ndarray:
-    """Encode ``texts`` straight through ``SentenceTransformer.encode`` (normalised float32)."""
+    """Encode ``texts`` straight through ``SentenceTransformer.encode`` (normalised float32); an API
+    model (``tasks.api_embed``) sends them to its endpoint."""
+    if not isinstance(model, ResolvedModel):
+        return model.encode(texts, prompt=prompt)
     st = load_sentence_transformer(model.path)
     st.max_seq_length = max_seq_length or _DEFAULT_MAX_SEQ_LENGTH[model.path]
     vectors = st.encode(

@@ -494,6 +494,42 @@ def _cost_section(document: Mapping[str, Any], data: ReportData, plot_files: Map
         "",
         *_img(plot_files, "latency", "latency per query"),
         *_load_table(costs, data),
+        *_api_table(costs, data),
+    ]
+
+
+def _api_table(costs: Mapping[str, Any], data: ReportData) -> list[str]:
+    """Requests, tokens and USD spent on API embedding models: the evaluation (texts not yet cached)
+    and the latency stage (each timed query encoded on its own)."""
+
+    def usd(value: Any) -> str:
+        return f"${value:,.4f}" if value is not None else "unknown"
+
+    rows = [
+        [
+            data.labels[s],
+            f"{c['api_calls']:,}",
+            f"{c['api_tokens']:,}",
+            usd(c.get("api_cost_usd")),
+            f"{c.get('latency_api_calls') or 0:,}",
+            f"{c.get('latency_api_tokens') or 0:,}",
+            usd(c.get("latency_api_cost_usd") if c.get("latency_api_calls") else 0.0),
+        ]
+        for s in data.systems
+        if "api_calls" in (c := costs.get(s, {}))
+    ]
+    if not rows:
+        return []
+    return [
+        "### API calls",
+        "",
+        "Embedding requests sent by this run (vectors already cached cost nothing) and their price; tokens as "
+        "the API reported them. USD is unknown where no price applies (option `price`, USD per 1M tokens).",
+        "",
+        *_table(
+            ["system", "calls", "tokens", "USD", "latency calls", "latency tokens", "latency USD"], rows, "lrrrrrr"
+        ),
+        "",
     ]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Generic, TypeVar
@@ -66,6 +66,9 @@ class LatencyReport:
     info: RetrievalInfo = field(default_factory=dict)
     load_curve: tuple[dict[str, float], ...] = ()
     note: str | None = None
+    latency_api_calls: int | None = None  # API embedding models: what timing the queries one by one cost
+    latency_api_tokens: int | None = None
+    latency_api_cost_usd: float | None = None
 
 
 def retrieve(dataset: Dataset, system: str | SystemSpec, depth: int = DEFAULT_DEPTH) -> RunResult:
@@ -139,6 +142,7 @@ def measure_latency(
         samples_ms=tuple(float(round(x, 4)) for x in ms),
         info=searcher.info,
         load_curve=curve,
+        **{f"latency_{k}": v for k, v in api_costs(searcher.info).items()},
     )
 
 
@@ -174,16 +178,33 @@ def load_curve(
     return tuple(curve)
 
 
-def retrieval_costs(info: RetrievalInfo) -> dict[str, float]:
-    """What a retrieval's info adds to its system's cost block: :func:`index_recall`, and the hits of
-    unknown queries and documents that external systems dropped (summed over the systems inside it)."""
+def retrieval_costs(info: RetrievalInfo, encodes: Sequence[Mapping[str, Any]] = ()) -> dict[str, float]:
+    """What a retrieval's info adds to its system's cost block: :func:`index_recall`, API costs (with
+    those of the corpus ``encodes`` of the embed stage), and the hits of unknown queries and documents
+    that external systems dropped (summed over the systems inside it)."""
     from irflow.tasks.external.ranking import COUNTS
 
-    out: dict[str, float] = dict(index_recall(info))
+    out: dict[str, float] = {**index_recall(info), **api_costs(info, encodes)}
     for key in COUNTS:
         values = [int(node[key]) for node in info_nodes(info) if node.get(key) is not None]
         if values:
             out[key] = sum(values)
+    return out
+
+
+def api_costs(info: RetrievalInfo, encodes: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """Calls, tokens and USD spent on API embedding models (``tasks.api_embed``), summed over the
+    systems inside and the ``encodes`` (records of the embed stage); ``api_cost_usd`` only when every
+    model's price is known. Empty without API models."""
+    nodes = [node for node in [*info_nodes(info), *encodes] if "api_calls" in node]
+    if not nodes:
+        return {}
+    out: dict[str, Any] = {
+        "api_calls": sum(int(n["api_calls"]) for n in nodes),
+        "api_tokens": sum(int(n["api_tokens"]) for n in nodes),
+    }
+    if all(n.get("api_price_per_1m") is not None for n in nodes):
+        out["api_cost_usd"] = sum(int(n["api_tokens"]) * float(n["api_price_per_1m"]) / 1e6 for n in nodes)
     return out
 
 
@@ -354,13 +375,13 @@ class _DenseOnline(Searcher[DenseSpec]):
     """Corpus vectors and index prepared once; each call encodes its queries (latency measurement)."""
 
     def __init__(self, dataset: Dataset, spec: DenseSpec) -> None:
-        from irflow.tasks.embed import embed_corpus
+        from irflow.tasks.embed import api_spent, embed_corpus, model_for
         from irflow.tasks.index import build_index
-        from irflow.tasks.models import resolve_model
 
         super().__init__(dataset, spec)
-        self.model = resolve_model(spec.model)
+        self.model = model_for(spec)
         docs = embed_corpus(dataset, spec, model=self.model)
+        self.spent = api_spent(self.model)  # what encoding the queries one by one costs
         self.doc_ids = np.asarray(docs.ids, dtype=object)
         self.index = build_index(docs.vectors, spec.index, spec.index_params, cache_dir=docs.path)
         self.prompt = self.model.prompt("query", spec.query_prompt)
@@ -381,6 +402,7 @@ class _DenseOnline(Searcher[DenseSpec]):
             max_seq_length=spec.max_seq_length,
             batch_size=spec.batch_size,
         )
+        self.info.update(self.spent())
         scores, rows = self.index.search(vectors, depth)
         keep = rows.ravel() >= 0
         return order_run(

@@ -19,7 +19,6 @@ from typing import Any
 from irflow.tasks import embed
 from irflow.tasks.config import cache_dir
 from irflow.tasks.embed_cache import CHUNK_SIZE, encode_chunks
-from irflow.tasks.models import resolve_model
 from irflow.tasks.schema import Dataset
 from irflow.tasks.systems import DenseSpec, SystemSpec, as_spec, leaves
 
@@ -71,7 +70,7 @@ def encode_shard(dataset: Dataset, job: EmbedJob, chunk_indices: Sequence[int]) 
     """Make parts ``chunk_indices`` of the job exist (encoding the missing ones); returns counts and seconds."""
     spec = as_spec(job.system)
     assert isinstance(spec, DenseSpec)
-    model = resolve_model(spec.model)
+    model = embed.model_for(spec)
     start = time.perf_counter()
     counts = encode_chunks(
         job.key_dir,
@@ -91,7 +90,9 @@ def encode_job(dataset: Dataset, job: EmbedJob) -> dict[str, Any]:
     spec = as_spec(job.system)
     assert isinstance(spec, DenseSpec)
     start = time.perf_counter()
-    done = embed.embed_corpus(dataset, spec)
+    model = embed.model_for(spec)
+    spent = embed.api_spent(model)  # an API model's calls and tokens (its cost)
+    done = embed.embed_corpus(dataset, spec, model=model)
     if done.key != job.key:  # the vectors are right, but shards went elsewhere and the Prefect cache never hits
         log.warning("embedding key drift for %s: planned %s, tasks.embed used %s", job.system, job.key, done.key)
     return {
@@ -99,6 +100,7 @@ def encode_job(dataset: Dataset, job: EmbedJob) -> dict[str, Any]:
         "from_cache": done.from_cache,
         "seconds": time.perf_counter() - start,
         "key": done.key,
+        **spent(),
     }
 
 

@@ -7,6 +7,7 @@ defaults are left out, numbers are written one way, aliases are resolved, and
     system  := bm25 | dense | hybrid | rerank | run | plugin | http | "(" system ")"
     bm25    := "bm25" [":" options]                   bm25   bm25:k1=1.2,b=0.75
     dense   := "dense" ["(" options ")"] ":" model    dense:minilm   dense(index=hnsw,M=32):minilm
+                                                      dense(dimensions=256):openai:text-embedding-3-small
     hybrid  := "hybrid" ["(" options ")"] ":" system "+" system ["+" system]...
                                                       hybrid:bm25+dense:minilm
                                                       hybrid(k=30,weights=2:1):bm25+dense:minilm
@@ -82,6 +83,10 @@ valid system specs:
                                     parameters (hnsw: M, efConstruction, efSearch; ivf: nlist, nprobe;
                                     ivfpq: nlist, nprobe, m, nbits; chroma: M, efConstruction, efSearch, a Chroma
                                     server at IRFLOW_CHROMA_URL); quote values with spaces: query_prompt="query: "
+  dense(<options>):openai:<model>   an OpenAI-compatible /embeddings API (OPENAI_BASE_URL, OPENAI_API_KEY), e.g.
+                                    dense:openai:text-embedding-3-small; options: base_url, dimensions, key_env,
+                                    batch_size (texts per request), batch_tokens, concurrency, rpm, tpm, price
+                                    (USD per 1M tokens), timeout, retries, and the index options above
   hybrid:<system>+<system>[+...]    reciprocal-rank fusion, e.g. hybrid:bm25+dense:minilm
   hybrid(k=60,weights=2:1,depth=1000):bm25+dense:minilm
                                     options: k (RRF constant), weights (one per member), depth (first-stage depth)
@@ -193,8 +198,9 @@ class DenseSpec(_Spec):
     """A bi-encoder first stage: a sentence-transformers model and a FAISS index over its vectors.
 
     ``model`` is a Hugging Face name or a local directory (aliases in ``MODEL_ALIASES`` are
-    resolved here). ``index_params`` holds the index's integer parameters (``INDEX_PARAMS``) as
-    sorted ``(key, str(int))`` pairs.
+    resolved here), or ``openai:<model>`` for an API model whose options (``api_embed.API_OPTIONS``)
+    are held in ``api`` as sorted ``(key, value)`` pairs. ``index_params`` holds the index's integer
+    parameters (``INDEX_PARAMS``) as sorted ``(key, str(int))`` pairs.
     """
 
     model: str
@@ -204,10 +210,24 @@ class DenseSpec(_Spec):
     index: str = "flat"  # flat | hnsw | ivf | ivfpq | chroma
     index_params: tuple[tuple[str, str], ...] = ()
     batch_size: int = 32
+    api: tuple[tuple[str, str], ...] = ()
     kind: ClassVar[str] = "dense"
 
     def __post_init__(self) -> None:
+        from irflow.tasks import api_embed
+
         self._set("model", _resolve_model(self.model))
+        if api_embed.is_api_model(self.model):
+            if not self.model.removeprefix("openai:").strip():
+                raise _error("dense:openai:<model> needs the provider's model name, e.g. text-embedding-3-small")
+            if self.max_seq_length is not None:
+                raise _error("max_seq_length applies to local models; an API model truncates on its side")
+            try:
+                self._set("api", api_embed.normalise_options(self.api))
+            except InputError as err:
+                raise _error(str(err)) from None
+        elif self.api:
+            raise _error(f"options {', '.join(k for k, _ in self.api)} apply to API models: dense(...):openai:<model>")
         if self.max_seq_length is not None:
             self._set("max_seq_length", _positive_int("max_seq_length", self.max_seq_length))
         self._set("batch_size", _positive_int("batch_size", self.batch_size))
@@ -260,6 +280,8 @@ class RerankSpec(_Spec):
 
     def __post_init__(self) -> None:
         self._set("model", _resolve_model(self.model))
+        if self.model.startswith("openai:"):
+            raise _error("rerank needs a local model (cross-encoder or bi-encoder), not an API embedding model")
         if not isinstance(self.first_stage, _Spec):
             raise _error(f"first stage must be a system spec, got {self.first_stage!r}")
         self._set("top", _positive_int("top", self.top))
@@ -337,7 +359,8 @@ def format_system(spec: SystemSpec) -> str:
         ]
         return "bm25" + (":" + _options(pairs) if pairs else "")
     if isinstance(spec, DenseSpec):
-        pairs = [(k, str(v)) for k, v in _non_default(spec, (*_DENSE_OPTIONS, "index"))] + list(spec.index_params)
+        pairs = [(k, str(v)) for k, v in _non_default(spec, (*_DENSE_OPTIONS, "index"))]
+        pairs += list(spec.index_params) + list(spec.api)
         return f"dense{_paren(pairs)}:{spec.model}"
     if isinstance(spec, HybridSpec):
         pairs = [] if spec.k == 60 else [("k", str(spec.k))]
@@ -505,12 +528,16 @@ def _parse(text: str, base: str | os.PathLike[str] | None = None) -> SystemSpec:
         example = {"dense": "dense:minilm", "hybrid": "hybrid:bm25+dense:minilm", "rerank": "rerank:minilm@bm25"}
         raise _error(f"{kind} needs a body after ':', e.g. {example[kind]}")
     if kind == "dense":
+        from irflow.tasks.api_embed import API_OPTIONS, is_api_model
+
         index = options.pop("index", "flat")
         _choice("index", index, tuple(INDEX_PARAMS))
-        _take(options, _DENSE_OPTIONS + INDEX_PARAMS[index], f"dense (index={index})")
+        api = tuple(API_OPTIONS) if is_api_model(rest.strip()) else ()
+        _take(options, _DENSE_OPTIONS + INDEX_PARAMS[index] + api, f"dense (index={index})")
         params = tuple((k, v) for k, v in options.items() if k in INDEX_PARAMS[index])
         kwargs = {k: v for k, v in options.items() if k in _DENSE_OPTIONS}
-        return DenseSpec(model=rest, index=index, index_params=params, **kwargs)  # type: ignore[arg-type]
+        api_options = tuple((k, v) for k, v in options.items() if k in api)
+        return DenseSpec(model=rest, index=index, index_params=params, api=api_options, **kwargs)  # type: ignore[arg-type]
     if kind == "hybrid":
         _take(options, ("k", "weights", "depth"), "hybrid")
         members = tuple(_parse(m, base) for m in _split_members(rest))

@@ -38,6 +38,12 @@ COST_METRICS = (
     "unknown_documents",
     "dropped_hits",
     "queries_without_hits",
+    "api_calls",  # API embedding models: requests, tokens and USD of the evaluation and of the latency stage
+    "api_tokens",
+    "api_cost_usd",
+    "latency_api_calls",
+    "latency_api_tokens",
+    "latency_api_cost_usd",
 )
 LOAD_METRICS = ("queries_per_second", "p50_ms", "p95_ms")  # per concurrency level of a service's load curve
 SEEDS = {"seed.significance": 0, "seed.latency": 0}  # the pipeline's defaults; flows override them
@@ -65,8 +71,11 @@ def metric_key(metric: str) -> str:
 
 def model_identity(model: str) -> str:
     """``hf:<name>@<commit>`` or ``sha256:<weights and configs>`` of a model, "unresolved" if it cannot be found."""
+    from irflow.tasks.api_embed import is_api_model
     from irflow.tasks.models import resolve_model
 
+    if is_api_model(model):
+        return model  # the endpoint and dimensions come from the retrieval's info (model_identity)
     try:
         return resolve_model(model).identity
     except (IrflowError, OSError):

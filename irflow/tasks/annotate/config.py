@@ -22,7 +22,8 @@ judge specs (kind[(options)]:target):
                                openai:qwen2.5@http://127.0.0.1:8000/v1 (vLLM, Ollama, ...)
                                options: name, concurrency, price, key_env (default OPENAI_API_KEY), max_retries,
                                backoff, timeout, max_tokens, max_chars, response_format=json_object|json_schema|none,
-                               reasoning=auto|yes|no (o-series and gpt-5: max_completion_tokens 4000, no temperature)
+                               reasoning=auto|yes|no (o-series and gpt-5: max_completion_tokens 4000, no temperature),
+                               rpm, tpm (requests and tokens per minute the key may spend: waits instead of 429s)
   anthropic:MODEL              Claude via the anthropic SDK (pip install 'irflow[anthropic]'; ANTHROPIC_API_KEY)
   gemini:MODEL                 Gemini via the google-genai SDK (pip install 'irflow[gemini]'; GEMINI_API_KEY)
                                options of both: name, concurrency, price, key_env, max_tokens, max_chars, base_url

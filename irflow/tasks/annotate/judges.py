@@ -7,8 +7,9 @@ prompt) lives in :mod:`~irflow.tasks.annotate.battle`; the judges themselves in
 Kinds (spec strings for :func:`parse_judge`, ``kind[(options)]:target``):
 
 * ``openai:MODEL[@BASE_URL]`` — any OpenAI-compatible chat API (OpenAI, vLLM, Ollama, LM Studio...)
-  over httpx; retries with exponential backoff on 429, 5xx and transport errors (``Retry-After``
-  honoured); key from ``$OPENAI_API_KEY`` (option ``key_env``), optional for local servers.
+  over irflow's HTTP client layer: retries on 429, 5xx and transport errors (``Retry-After``
+  honoured), a refused key stops the run, ``rpm``/``tpm`` limits (requests and tokens per minute);
+  key from ``$OPENAI_API_KEY`` (option ``key_env``), optional for local servers.
 * ``anthropic:MODEL`` and ``gemini:MODEL`` — through their SDKs (optional extras
   ``irflow[anthropic]``, ``irflow[gemini]``, imported only when used); keys from
   ``$ANTHROPIC_API_KEY`` and ``$GEMINI_API_KEY``.
@@ -20,7 +21,8 @@ Kinds (spec strings for :func:`parse_judge`, ``kind[(options)]:target``):
 
 Options: ``name``, ``concurrency`` (calls in flight per provider), ``price`` (USD per 1k tokens,
 for ``--dry-run``), ``key_env``, ``max_retries``, ``timeout``, ``max_tokens``, ``max_chars``,
-``response_format`` (json_object | json_schema | none), ``base_url`` (SDK judges), ``scale``, ``depth``.
+``response_format`` (json_object | json_schema | none), ``rpm``/``tpm`` (openai), ``base_url`` (SDK
+judges), ``scale``, ``depth``.
 API keys are read from the environment at call time and never logged, stored or shown.
 """
 
@@ -69,6 +71,8 @@ _OPTIONS = {
         "max_chars",
         "response_format",
         "reasoning",
+        "rpm",
+        "tpm",
     },
     "anthropic": {"name", "concurrency", "price", "key_env", "max_retries", "max_tokens", "max_chars", "base_url"},
     "gemini": {"name", "concurrency", "price", "key_env", "max_tokens", "max_chars", "base_url"},
@@ -119,6 +123,8 @@ def make_judge(
         "backoff": float,
         "timeout": float,
         "scale": float,
+        "rpm": float,
+        "tpm": float,
     }
     try:
         kw: dict[str, Any] = {k: numbers[k](v) if k in numbers else v for k, v in opt.items()}

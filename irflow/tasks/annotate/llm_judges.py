@@ -1,8 +1,9 @@
 """LLM judges: any OpenAI-compatible chat API over httpx, Anthropic and Gemini through their SDKs.
 
 Each asks the versioned prompt of :mod:`irflow.tasks.annotate.battle` and parses its JSON answer;
-``openai`` retries with exponential backoff on 429, 5xx and transport errors (``Retry-After``
-honoured). API keys are read from the environment at call time and never logged, stored or shown.
+``openai`` calls through :mod:`irflow.tasks.http_client` (retries on 429, 5xx and transport errors
+with ``Retry-After`` honoured, a refused key stops the run, ``rpm``/``tpm`` limits). API keys are
+read from the environment at call time and never logged, stored or shown.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import hashlib
 import json
 import logging
 import os
-import random
 import re
 from typing import Any
 from urllib.parse import urlparse
@@ -31,6 +31,7 @@ from irflow.tasks.annotate.battle import (
     parse_answer,
     render_prompt,
 )
+from irflow.tasks.http_client import Call, HttpAuthError, HttpCallError, RateLimiter, RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +156,8 @@ class OpenAIJudge(PromptJudge):
         timeout: float = 120.0,
         response_format: str = "json_object",
         reasoning: str = "auto",
+        rpm: float | None = None,
+        tpm: float | None = None,
         **kwargs: Any,
     ) -> None:
         if reasoning not in ("auto", "yes", "no"):
@@ -174,6 +177,10 @@ class OpenAIJudge(PromptJudge):
         super().__init__(model, provider=parsed.netloc, key_env=key_env, **kwargs)
         self.max_retries, self.backoff, self.max_backoff = int(max_retries), float(backoff), float(max_backoff)
         self.timeout, self.response_format = float(timeout), response_format
+        try:  # requests and tokens per minute (the provider's limits for the key): waits instead of 429s
+            self.limiter = RateLimiter(None if rpm is None else float(rpm), None if tpm is None else float(tpm))
+        except ValueError as err:
+            raise JudgeSetupError(f"judge {self.name}: {err}") from None
         self._client: Any = None
         self._loop: Any = None
 
@@ -186,6 +193,8 @@ class OpenAIJudge(PromptJudge):
             "base_url": self.base_url,
             "response_format": self.response_format,
             "max_retries": self.max_retries,
+            "rpm": self.limiter.rpm,
+            "tpm": self.limiter.tpm,
         }
 
     def _http(self) -> Any:
@@ -220,47 +229,27 @@ class OpenAIJudge(PromptJudge):
             }
         return body
 
-    def _delay(self, attempt: int, retry_after: str | None) -> float:
-        try:
-            if retry_after is not None:
-                return min(self.max_backoff, max(0.0, float(retry_after)))
-        except ValueError:
-            pass  # an HTTP date: fall back to exponential backoff
-        return min(self.max_backoff, self.backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+    def _call(self, key: str | None) -> Call:
+        policy = RetryPolicy(self.max_retries, self.backoff, self.max_backoff)
+        hint = f"check {self.key_env}" if self.key_env else "check the API key"
+        who = f"judge {self.name}"
+        return Call(f"{self.base_url}/chat/completions", who, (key,) if key else (), policy, hint, self.limiter)
 
     async def _complete(self, system: str, user: str) -> tuple[str, int]:
-        import httpx
-
         key = self._key(required=self.base_url == OPENAI_BASE_URL)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        url, body = f"{self.base_url}/chat/completions", self._body(system, user)
-        attempt = 0
-        while True:
-            attempt += 1
-            retry_after = None
-            try:
-                response = await self._http().post(url, json=body, headers=headers)
-            except httpx.TransportError as err:
-                problem = self.redact(f"{type(err).__name__}: {err}")
-            else:
-                status = response.status_code
-                if status == 200:
-                    try:
-                        return str(response.json()["choices"][0]["message"]["content"] or ""), attempt
-                    except (ValueError, KeyError, IndexError, TypeError):
-                        unexpected = self.redact(response.text[:200])
-                        raise JudgeCallError(f"unexpected response {unexpected!r}", attempt) from None
-                problem = self.redact(f"HTTP {status}: {response.text[:200]}")
-                if status in (401, 403):  # the key is refused: every other call would be refused too
-                    raise JudgeAuthError(f"judge {self.name}: {problem} (check {self.key_env or 'the API key'})")
-                if status != 429 and status < 500:  # the request itself is wrong: retrying cannot help
-                    raise JudgeCallError(problem, attempt)
-                retry_after = response.headers.get("retry-after")
-            if attempt > self.max_retries:
-                raise JudgeCallError(f"gave up after {attempt} attempts: {problem}", attempt)
-            delay = self._delay(attempt, retry_after)
-            log.info("judge %s: %s; retry %d/%d in %.1fs", self.name, problem[:80], attempt, self.max_retries, delay)
-            await asyncio.sleep(delay)
+        tokens = (len(system) + len(user)) // 4 + self.max_tokens  # for the tokens-per-minute budget only
+        try:
+            reply = await self._call(key).apost(self._http(), self._body(system, user), tokens=tokens, headers=headers)
+        except HttpAuthError as err:  # the key is refused: every other call would be refused too
+            raise JudgeAuthError(str(err)) from None
+        except HttpCallError as err:
+            raise JudgeCallError(str(err), err.attempts) from None
+        try:
+            return str(reply.json["choices"][0]["message"]["content"] or ""), reply.attempts
+        except (KeyError, IndexError, TypeError):
+            unexpected = self.redact(json.dumps(reply.json)[:200])
+            raise JudgeCallError(f"unexpected response {unexpected!r}", reply.attempts) from None
 
 
 class AnthropicJudge(PromptJudge):

@@ -4,17 +4,16 @@ the ranking (see :mod:`irflow.tasks.external.http_options` for the request and a
 A batch (the retrieval of every query) runs ``concurrency`` requests at a time; the latency stage
 sends one query at a time (p50/p95/p99 end to end) and then the load curve (queries/s and p95 at
 each level of ``load``). 429 and 5xx answers are retried (``retries``), waiting what ``Retry-After``
-says. The token named by ``auth_env`` is read from the environment when the system is prepared, sent
-in a header, and never stored, tracked or shown: error bodies that echo it are redacted.
+says (:mod:`irflow.tasks.http_client`). The token named by ``auth_env`` is read from the environment
+when the system is prepared, sent in a header, and never stored, tracked or shown: error bodies that
+echo it are redacted.
 """
 
 from __future__ import annotations
 
 import os
-import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import numpy as np
@@ -23,75 +22,14 @@ import pandas as pd
 from irflow.tasks.external.http_options import HttpOptions, fill, resolve
 from irflow.tasks.external.ranking import add_counts, against_dataset, number
 from irflow.tasks.external.specs import HttpSpec
+from irflow.tasks.http_client import Call, RetryPolicy, redact
 from irflow.tasks.retrieve import Searcher
 from irflow.tasks.runs import order_run
 from irflow.tasks.schema import Dataset, InputError, IrflowError
 
-MAX_RETRY_WAIT = 60.0  # seconds: a longer Retry-After fails instead of stalling the evaluation
-
 
 class ServiceError(IrflowError):
-    """A search service failed: refused, unreachable, out of retries, or answered in another shape."""
-
-
-def redact(text: str, secrets: list[str]) -> str:
-    """``text`` with every secret replaced by ``***``."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (seconds or an HTTP date), None when absent or unreadable."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
-
-
-# --- ISOLATED FALLBACK -------------------------------------------------------------------------
-# irflow's shared HTTP client layer (irflow/tasks/http_client.py: retries, Retry-After, limits,
-# redaction) was not in the tree when this was written. This one function is the only place that
-# retries; replace its body by a call into that layer when it lands.
-def post_json(client: Any, url: str, body: Any, *, retries: int, secrets: list[str], who: str) -> Any:
-    """POST ``body`` as JSON, retrying 429/5xx and connection failures (``Retry-After`` honoured,
-    else 0.25 s doubling); returns the decoded JSON answer. Errors are redacted of ``secrets``."""
-    import httpx
-
-    for attempt in range(retries + 1):
-        wait = min(0.25 * 2**attempt, 8.0)
-        try:
-            response = client.post(url, json=body)
-        except httpx.TransportError as exc:
-            problem = f"{type(exc).__name__}: {exc}"
-        else:
-            if response.status_code < 300:
-                try:
-                    return response.json()
-                except ValueError:
-                    shown = redact(response.text[:200], secrets)
-                    raise ServiceError(f"{who}: the answer is not JSON: {shown!r}") from None
-            problem = f"HTTP {response.status_code}: {redact(response.text[:300], secrets)!r}"
-            if response.status_code != 429 and response.status_code < 500:
-                raise ServiceError(f"{who}: {url} answered {problem}")
-            after = _retry_after(response.headers.get("Retry-After"))
-            if after is not None:
-                if after > MAX_RETRY_WAIT:
-                    raise ServiceError(f"{who}: {url} asks to retry after {after:.0f} s (> {MAX_RETRY_WAIT:.0f} s)")
-                wait = after
-        if attempt < retries:
-            time.sleep(wait)
-    raise ServiceError(f"{who}: {url} failed {retries + 1} times; last: {redact(problem, secrets)}")
-
-
-# --- end of the isolated fallback --------------------------------------------------------------
+    """A search service answered in another shape than its options describe."""
 
 
 def dig(value: Any, path: tuple[str, ...]) -> Any:
@@ -132,6 +70,9 @@ class HttpSearcher(Searcher[HttpSpec]):
             limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
         )
         weakref.finalize(self, self.client.close)
+        policy = RetryPolicy(retries=self.options.retries, backoff=0.25, max_backoff=8.0)
+        hint = f"check {self.options.auth_env}" if self.options.auth_env else "does it need a token? see auth_env"
+        self.call = Call(spec.url, self.who, tuple(self._secrets), policy, hint)
         self._corpus_ids: frozenset[str] | None = None
         self.info.update(
             http_url=spec.url,
@@ -142,7 +83,7 @@ class HttpSearcher(Searcher[HttpSpec]):
     def _query(self, text: str, k: int) -> list[tuple[str, float]]:
         o = self.options
         body = fill(o.template, text, k)
-        answer = post_json(self.client, self.spec.url, body, retries=o.retries, secrets=self._secrets, who=self.who)
+        answer = self.call.post(self.client, body).json
         hits = dig(answer, o.hits)
         if not isinstance(hits, list):
             shape = redact(repr(answer)[:200], self._secrets)
