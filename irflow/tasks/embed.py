@@ -46,12 +46,19 @@ def document_texts(corpus: pd.DataFrame) -> list[str]:
     return (title + " " + corpus["text"].fillna("").astype(str)).str.strip().tolist()
 
 
+def role_texts(dataset: Dataset, role: str) -> tuple[list[str], list[str]]:
+    """Ids and the texts embedded for ``role``: the corpus (``document``) or the queries (``query``)."""
+    if role == "document":
+        return dataset.corpus["doc_id"].astype(str).tolist(), document_texts(dataset.corpus)
+    queries = dataset.queries
+    return queries["query_id"].astype(str).tolist(), queries["text"].fillna("").astype(str).tolist()
+
+
 def corpus_key(dataset: Dataset, spec: DenseSpec) -> str:
     """The cache key :func:`embed_corpus` uses for ``dataset`` under ``spec`` (for shard planners)."""
     model = model_for(spec)
     return texts_key(
-        dataset.corpus["doc_id"].astype(str).tolist(),
-        document_texts(dataset.corpus),
+        *role_texts(dataset, "document"),
         model,
         role="document",
         prompt=model.prompt("document", spec.doc_prompt),
@@ -62,8 +69,7 @@ def corpus_key(dataset: Dataset, spec: DenseSpec) -> str:
 def embed_corpus(dataset: Dataset, spec: DenseSpec, *, model: Encoder | None = None, **kwargs: Any) -> Embeddings:
     """Document vectors of ``dataset`` under ``spec`` (model, doc prompt, max_seq_length, batch size)."""
     return embed_texts(
-        dataset.corpus["doc_id"].astype(str).tolist(),
-        document_texts(dataset.corpus),
+        *role_texts(dataset, "document"),
         model or model_for(spec),
         role="document",
         prompt=spec.doc_prompt,
@@ -76,8 +82,7 @@ def embed_corpus(dataset: Dataset, spec: DenseSpec, *, model: Encoder | None = N
 def embed_queries(dataset: Dataset, spec: DenseSpec, *, model: Encoder | None = None, **kwargs: Any) -> Embeddings:
     """Query vectors of ``dataset`` under ``spec`` (model, query prompt, max_seq_length, batch size)."""
     return embed_texts(
-        dataset.queries["query_id"].astype(str).tolist(),
-        dataset.queries["text"].fillna("").astype(str).tolist(),
+        *role_texts(dataset, "query"),
         model or model_for(spec),
         role="query",
         prompt=spec.query_prompt,
@@ -161,19 +166,10 @@ def api_estimate(dataset: Dataset, spec: DenseSpec) -> dict[str, Any]:
     model = model_for(spec)
     if not isinstance(model, ApiModel):
         raise ValueError(f"{spec} does not embed through an API")
-    queries = dataset.queries
-    roles = (
-        ("document", dataset.corpus["doc_id"].astype(str).tolist(), document_texts(dataset.corpus), spec.doc_prompt),
-        (
-            "query",
-            queries["query_id"].astype(str).tolist(),
-            queries["text"].fillna("").astype(str).tolist(),
-            spec.query_prompt,
-        ),
-    )
     todo: list[str] = []
     cached = 0
-    for role, ids, texts, prompt in roles:
+    for role, prompt in (("document", spec.doc_prompt), ("query", spec.query_prompt)):
+        ids, texts = role_texts(dataset, role)
         prompt = model.prompt(role, prompt)
         key, _ = texts_key(ids, texts, model, role=role, prompt=prompt, max_seq_length=None)
         key_dir = Path(cache_dir()) / "embeddings" / key
@@ -188,17 +184,20 @@ def api_estimate(dataset: Dataset, spec: DenseSpec) -> dict[str, Any]:
 def api_plan(dataset: Dataset, systems: Sequence[str], *, latency_queries: int = 0) -> list[dict[str, Any]]:
     """The API calls an evaluation of ``systems`` would make, per API embedding model inside them:
     :func:`api_estimate` for the evaluation, plus ``latency_queries`` single-query calls (the latency
-    stage encodes each timed query on its own). Nothing is sent."""
+    stage encodes each timed query on its own). A model that several systems share is listed once, under
+    the first (its vectors are encoded once). Nothing is sent."""
     from irflow.tasks.systems import DenseSpec, as_spec, walk
 
-    plan = []
+    plan: list[dict[str, Any]] = []
+    seen: set[str] = set()
     for system in systems:
         for node in walk(as_spec(system)):
-            if isinstance(node, DenseSpec) and is_api_model(node.model):
+            if isinstance(node, DenseSpec) and is_api_model(node.model) and str(node) not in seen:
+                seen.add(str(node))
                 model = model_for(node)
                 assert isinstance(model, ApiModel)
                 evaluation = api_estimate(dataset, node)
-                texts = dataset.queries["text"].fillna("").astype(str).tolist()[:latency_queries] or [""]
+                texts = role_texts(dataset, "query")[1][:latency_queries] or [""]
                 per_query = model.estimate(texts)["tokens"] / len(texts)
                 latency_tokens = round(per_query * latency_queries)
                 price = model.price_per_1m

@@ -279,8 +279,10 @@ class RerankSpec(_Spec):
     kind: ClassVar[str] = "rerank"
 
     def __post_init__(self) -> None:
+        from irflow.tasks.api_embed import is_api_model
+
         self._set("model", _resolve_model(self.model))
-        if self.model.startswith("openai:"):
+        if is_api_model(self.model):
             raise _error("rerank needs a local model (cross-encoder or bi-encoder), not an API embedding model")
         if not isinstance(self.first_stage, _Spec):
             raise _error(f"first stage must be a system spec, got {self.first_stage!r}")
