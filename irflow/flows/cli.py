@@ -266,6 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_querylog_options(p)
     p.set_defaults(func=cmd_datasets_import)
+    from irflow.flows.synthesize_cli import add_synthesize_parser
+
+    add_synthesize_parser(ds_sub)
     p = sub.add_parser("run", help="evaluate systems on a dataset (default: the demo dataset techdocs)")
     p.add_argument("--dataset", default="techdocs", help="dataset name (default: techdocs)")
     p.add_argument("--split", help="split (default: test; dev for MS MARCO)")

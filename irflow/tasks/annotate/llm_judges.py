@@ -47,6 +47,7 @@ class PromptJudge:
 
     kind = "llm"
     local = False
+    role = "judge"  # how messages name the caller (a query generator reuses these clients)
 
     def __init__(
         self,
@@ -95,7 +96,9 @@ class PromptJudge:
     def _key(self, required: bool = True) -> str | None:
         key = os.environ.get(self.key_env) if self.key_env else None
         if required and not key:
-            raise JudgeSetupError(f"judge {self.name}: set the API key in the environment variable {self.key_env}")
+            raise JudgeSetupError(
+                f"{self.role} {self.name}: set the API key in the environment variable {self.key_env}"
+            )
         return key
 
     def prepare(self) -> None:
@@ -104,6 +107,11 @@ class PromptJudge:
     async def _complete(self, system: str, user: str) -> tuple[str, int]:
         """The model's answer text and the number of attempts it took; JudgeCallError on failure."""
         raise NotImplementedError
+
+    async def complete(self, system: str, user: str) -> tuple[str, int]:
+        """Ask any prompt (a query generator's, not only the pairwise one): the answer text and the number of
+        attempts; JudgeCallError when the call failed for good, JudgeAuthError when the key is refused."""
+        return await self._complete(system, user)
 
     async def judge(self, battle: Battle) -> Verdict:
         """Ask once; an answer that does not parse is asked again once, with a reminder of the format."""
@@ -183,6 +191,7 @@ class OpenAIJudge(PromptJudge):
             raise JudgeSetupError(f"judge {self.name}: {err}") from None
         self._client: Any = None
         self._loop: Any = None
+        self.answer_schema: tuple[str, dict[str, Any]] = ("pairwise_relevance", ANSWER_SCHEMA)  # json_schema
 
     def prepare(self) -> None:
         self._key(required=self.base_url == OPENAI_BASE_URL)  # local servers usually need no key
@@ -225,14 +234,14 @@ class OpenAIJudge(PromptJudge):
         elif self.response_format == "json_schema":
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": "pairwise_relevance", "strict": True, "schema": ANSWER_SCHEMA},
+                "json_schema": {"name": self.answer_schema[0], "strict": True, "schema": self.answer_schema[1]},
             }
         return body
 
     def _call(self, key: str | None) -> Call:
         policy = RetryPolicy(self.max_retries, self.backoff, self.max_backoff)
         hint = f"check {self.key_env}" if self.key_env else "check the API key"
-        who = f"judge {self.name}"
+        who = f"{self.role} {self.name}"
         return Call(f"{self.base_url}/chat/completions", who, (key,) if key else (), policy, hint, self.limiter)
 
     async def _complete(self, system: str, user: str) -> tuple[str, int]:
@@ -291,7 +300,7 @@ class AnthropicJudge(PromptJudge):
         except self.sdk.APIError as err:
             problem = self.redact(f"{type(err).__name__}: {str(err)[:200]}")
             if getattr(err, "status_code", None) in (401, 403):
-                raise JudgeAuthError(f"judge {self.name}: {problem} (check {self.key_env})") from None
+                raise JudgeAuthError(f"{self.role} {self.name}: {problem} (check {self.key_env})") from None
             raise JudgeCallError(problem) from None
         return "".join(getattr(block, "text", "") or "" for block in message.content), 1
 
@@ -334,7 +343,7 @@ class GeminiJudge(PromptJudge):
         except Exception as err:  # the SDK's errors share no public base class across versions
             problem = self.redact(f"{type(err).__name__}: {str(err)[:200]}")
             if getattr(err, "code", None) in (401, 403) or getattr(err, "status_code", None) in (401, 403):
-                raise JudgeAuthError(f"judge {self.name}: {problem} (check {self.key_env})") from None
+                raise JudgeAuthError(f"{self.role} {self.name}: {problem} (check {self.key_env})") from None
             raise JudgeCallError(problem) from None
         return str(response.text or ""), 1
 
