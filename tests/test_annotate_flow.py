@@ -191,3 +191,24 @@ def test_annotate_techdocs_offline_flow_tracks_and_round_trips(env: dict[str, st
     )
     assert again.returncode == 0 and "total" in again.stdout
     assert next(line for line in again.stdout.splitlines() if line.startswith("total")).split()[1] == "0"
+
+
+def test_dry_run_of_an_input_file_stores_no_dataset(env: dict[str, str], tmp_path: Path) -> None:
+    """``--input F --dry-run`` reads the file (its candidates give the estimate) but imports nothing."""
+    rows = [
+        {
+            "query": {"id": f"q{i}", "query": f"how to configure replication {i}"},
+            "documents": [{"id": f"d{i}-{j}", "content": f"replication setting {j} of cluster {i}"} for j in range(5)],
+        }
+        for i in range(3)
+    ]
+    path = tmp_path / "pool.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "dry"
+    done = irflow("annotate", "--input", str(path), "--name", "pool", "--judge",
+                  "openai(price=0.01):gpt-4o-mini@http://127.0.0.1:9/v1", "--output", str(out), "--dry-run",
+                  env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "3 queries, 15 documents" in done.stdout  # every candidate: --k means all for --input
+    assert not out.exists() and not (Path(env["IRFLOW_CACHE_DIR"]) / "datasets" / "pool").exists()
+    assert not list(Path(env["IRFLOW_CACHE_DIR"]).glob("datasets/*pool*"))

@@ -9,9 +9,11 @@ keeps ``irflow --help`` fast: ``annotate_flow`` is built on first access.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -239,10 +241,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         check_tracking(experiment=EXPERIMENT)  # fail fast, before the plan (a --system retrieval) and any judge call
     dataset = args.dataset
     if args.input:
-        from irflow.tasks.ingest import import_dataset
-
         dataset = args.name or "zbench-" + re.sub(r"[^A-Za-z0-9._-]+", "-", Path(args.input).stem)
-        import_dataset(args.input, "zbench", dataset, split=args.split)
     config = AnnotateConfig(
         dataset=dataset,
         output=args.output or "",
@@ -258,8 +257,16 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         benchmark=tuple(args.benchmark),
         **({"judges": tuple(args.judge)} if args.judge else {}),
     )
-    planned = pipeline.plan(config, store=not args.dry_run)  # no judge called: the estimate comes first
-    estimate = pipeline.estimate(planned)
+    with contextlib.ExitStack() as stack:
+        preview = None
+        if args.input and args.dry_run:  # a dry run stores nothing: the file is read into a temporary folder
+            preview = stack.enter_context(zbench_preview(args.input, dataset, args.split or "test"))
+        elif args.input:
+            from irflow.tasks.ingest import import_dataset
+
+            import_dataset(args.input, "zbench", dataset, split=args.split)
+        planned = pipeline.plan(config, preview, store=not args.dry_run)  # no judge called: the estimate first
+        estimate = pipeline.estimate(planned)
     print(
         f"{planned.candidates['query_id'].nunique()} queries, {len(planned.candidates)} documents, "
         f"{len(planned.pairs)} pairs; calls still to make:"
@@ -273,6 +280,34 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     summary = _annotate_flow()(config, track=track)
     print(_report(summary, config.output))
     return 0
+
+
+@contextlib.contextmanager
+def zbench_preview(path: str, name: str, split: str) -> Iterator[Any]:
+    """The dataset a zbench file would be imported as, checked and built by the canonical builder in a
+    temporary folder that is removed afterwards (``annotate --dry-run --input`` stores nothing)."""
+    import tempfile
+
+    import pandas as pd
+
+    from irflow.tasks.ingest import canonical, store
+    from irflow.tasks.ingest.custom import read_zbench
+    from irflow.tasks.schema import Dataset, InputError
+
+    store.check_import_name(name)
+    source = Path(path)
+    if not source.is_file():
+        raise InputError("no such file (expected a zbench QueryDocuments JSONL)", path=path)
+    parsed = read_zbench(source)
+    with tempfile.TemporaryDirectory(prefix="irflow-dry-run-") as tmp:
+        folder = Path(tmp)
+        origin = {"kind": "zbench", "location": str(source.resolve())}
+        manifest = canonical.build_dataset(folder, name, parsed.corpus_source(), [parsed.split(split)], origin)[split]
+        candidates = folder / split / "candidates.parquet"
+        if candidates.is_file():
+            manifest = {**manifest, "candidates": str(candidates)}
+        queries, qrels = (pd.read_parquet(folder / split / f"{t}.parquet") for t in ("queries", "qrels"))
+        yield Dataset(name, split, pd.read_parquet(folder / "corpus.parquet"), queries, qrels, manifest)
 
 
 def _report(summary: dict[str, Any], output: str) -> str:
