@@ -26,7 +26,7 @@ from irflow.tasks.annotate.pairs import make_pairs
 from irflow.tasks.annotate.pipeline import AnnotateConfig, estimate, judge, plan
 from irflow.tasks.annotate.runner import run_judges
 from irflow.tasks.annotate.store import VoteStore, read_votes
-from irflow.tasks.schema import InputError
+from irflow.tasks.schema import InputError, UnknownNameError
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-test-DO-NOT-LEAK-1234"
@@ -397,3 +397,41 @@ def test_sdk_judges_against_a_local_server(kind: str, module: str, monkeypatch: 
         server.shutdown()
         server.server_close()
     assert verdict.score == 0.75 and verdict.reasoning == "B answers it" and len(paths) == 1
+
+
+def test_thinking_budgets_per_provider() -> None:
+    """Claude thinks only when given a budget (>= 1024, inside max_tokens, no temperature); Gemini 2.5+
+    think by default, so they get a budget on top of the answer's tokens; the budget is part of the version."""
+    claude = make_judge("anthropic(thinking=2048):claude-sonnet-4-5")
+    request = claude.request("s", "u")  # type: ignore[attr-defined]
+    assert request["thinking"] == {"type": "enabled", "budget_tokens": 2048} and request["max_tokens"] == 2448
+    assert "temperature" not in request
+    assert "thinking" not in make_judge("anthropic:claude-sonnet-4-5").request("s", "u")  # type: ignore[attr-defined]
+    for spec, match in (
+        ("anthropic(thinking=500):claude-sonnet-4-5", "at least 1024"),
+        ("anthropic(thinking=2048,max_tokens=2000):claude-sonnet-4-5", "must exceed the thinking budget"),
+        ("gemini(thinking=lots):gemini-2.5-pro", "thinking must be auto or a number"),
+    ):
+        with pytest.raises(JudgeSetupError, match=match):
+            make_judge(spec)
+
+    flash = make_judge("gemini:gemini-2.5-flash").config_options("s")  # type: ignore[attr-defined]
+    assert flash["thinking_config"] == {"thinking_budget": 1024} and flash["max_output_tokens"] == 1424
+    off = make_judge("gemini(thinking=0):gemini-2.5-flash").config_options("s")  # type: ignore[attr-defined]
+    assert off["thinking_config"] == {"thinking_budget": 0} and off["max_output_tokens"] == 400
+    old = make_judge("gemini:gemini-2.0-flash").config_options("s")  # type: ignore[attr-defined]
+    assert "thinking_config" not in old and old["max_output_tokens"] == 400 and old["temperature"] == 0
+    versions = {make_judge(s).version for s in ("gemini:gemini-2.5-flash", "gemini(thinking=0):gemini-2.5-flash")}
+    assert len(versions) == 2
+
+
+def test_the_zbench_preset_expands_to_three_providers_with_their_parameters() -> None:
+    config = AnnotateConfig(dataset="techdocs", judges=("preset:zbench", "model:minilm"))
+    assert [parse_judge(s).kind for s in config.judges] == ["openai", "anthropic", "gemini", "model"]
+    gpt, claude, gemini = (make_judge(s) for s in config.judges[:3])
+    body = gpt._body("s", "u")  # type: ignore[attr-defined]
+    assert "temperature" not in body and body["max_completion_tokens"] == 4000  # a reasoning model
+    assert claude.request("s", "u")["thinking"]["budget_tokens"] == 1024  # type: ignore[attr-defined]
+    assert gemini.config_options("s")["thinking_config"] == {"thinking_budget": 1024}  # type: ignore[attr-defined]
+    with pytest.raises(UnknownNameError, match="unknown judge preset 'zbnech'; presets: zbench"):
+        AnnotateConfig(dataset="techdocs", judges=("preset:zbnech",))

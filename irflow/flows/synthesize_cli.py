@@ -14,8 +14,6 @@ STYLES = ("keyword", "question", "paraphrase")  # tasks.synthesize.STYLES, witho
 
 def add_synthesize_parser(datasets: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``irflow datasets synthesize``, under ``irflow datasets``."""
-    from irflow.tasks.annotate.config import JUDGE_HELP
-
     p = datasets.add_parser(
         "synthesize",
         help="queries written by an LLM for sampled documents, kept when a retriever finds their document again",
@@ -26,8 +24,9 @@ def add_synthesize_parser(datasets: argparse._SubParsersAction[argparse.Argument
             "each query's source document (query metadata source=synthetic, style).",
             100,
         ),
-        epilog="--llm takes the LLM judge specs of irflow annotate:\n"
-        + "\n".join(line for line in JUDGE_HELP.splitlines() if not line.lstrip().startswith(("model:", "system:"))),
+        epilog="--llm takes the LLM judge specs of irflow annotate: openai:MODEL[@BASE_URL], anthropic:MODEL,\n"
+        "gemini:MODEL, with their options (key_env, concurrency, rpm, tpm, price, max_tokens, reasoning,\n"
+        "thinking, ...; see irflow annotate --help). The key is read from the environment, never stored.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--base", required=True, help="dataset whose documents the queries are written for")

@@ -10,6 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_JUDGES = ("model:minilm", "system:bm25")  # an offline ensemble
+# Named ensembles a --judge preset:NAME expands to. zbench: one model of each of zbench's three providers,
+# each with the parameters its kind needs (gpt-5-mini: max_completion_tokens and no temperature; Claude: a
+# thinking budget inside max_tokens; Gemini 2.5: a thinking budget on top of the answer's tokens).
+PRESETS = {
+    "zbench": (
+        "openai:gpt-5-mini",
+        "anthropic(thinking=1024):claude-sonnet-4-5",
+        "gemini(thinking=1024):gemini-2.5-flash",
+    ),
+}
 DEFAULT_K = 20  # candidates per query
 DEFAULT_CYCLES = 4  # random cycles per query: ~2 x cycles battles a document
 DEFAULT_PRIOR = 1.0  # Bradley-Terry prior: virtual battles per document
@@ -27,6 +37,10 @@ judge specs (kind[(options)]:target):
   anthropic:MODEL              Claude via the anthropic SDK (pip install 'irflow[anthropic]'; ANTHROPIC_API_KEY)
   gemini:MODEL                 Gemini via the google-genai SDK (pip install 'irflow[gemini]'; GEMINI_API_KEY)
                                options of both: name, concurrency, price, key_env, max_tokens, max_chars, base_url
+                               thinking=TOKENS|auto|0: a thinking budget (Claude: >= 1024, off unless set;
+                               Gemini 2.5+: 1024 by default, on top of max_tokens' answer budget)
+  preset:zbench                zbench's ensemble: openai:gpt-5-mini, anthropic(thinking=1024):claude-sonnet-4-5,
+                               gemini(thinking=1024):gemini-2.5-flash (keys in OPENAI_/ANTHROPIC_/GEMINI_API_KEY)
   model:MODEL                  local: an irflow relevance model, e.g. model:minilm (options: name, scale)
   system:SPEC                  local: an irflow system's scores, e.g. system:bm25 (options: name, scale, depth)"""
 
@@ -60,5 +74,21 @@ class AnnotateConfig:
     def __post_init__(self) -> None:
         if not self.output:
             object.__setattr__(self, "output", str(default_output(self.dataset)))
-        object.__setattr__(self, "judges", tuple(self.judges))
+        object.__setattr__(self, "judges", expand_presets(self.judges))
         object.__setattr__(self, "benchmark", tuple(self.benchmark))
+
+
+def expand_presets(judges: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The judge specs with every ``preset:NAME`` replaced by the ensemble it names (see :data:`PRESETS`)."""
+    expanded: list[str] = []
+    for spec in judges:
+        kind, _, name = str(spec).strip().partition(":")
+        if kind != "preset":
+            expanded.append(spec)
+        elif name in PRESETS:
+            expanded.extend(PRESETS[name])
+        else:
+            from irflow.tasks.schema import UnknownNameError
+
+            raise UnknownNameError(f"unknown judge preset {name!r}; presets: {', '.join(PRESETS)}")
+    return tuple(expanded)

@@ -21,8 +21,8 @@ Kinds (spec strings for :func:`parse_judge`, ``kind[(options)]:target``):
 
 Options: ``name``, ``concurrency`` (calls in flight per provider), ``price`` (USD per 1k tokens,
 for ``--dry-run``), ``key_env``, ``max_retries``, ``timeout``, ``max_tokens``, ``max_chars``,
-``response_format`` (json_object | json_schema | none), ``rpm``/``tpm`` (openai), ``base_url`` (SDK
-judges), ``scale``, ``depth``.
+``response_format`` (json_object | json_schema | none), ``rpm``/``tpm`` (openai), ``base_url`` and
+``thinking`` (SDK judges: a thinking budget in tokens, ``auto`` or 0 = off), ``scale``, ``depth``.
 API keys are read from the environment at call time and never logged, stored or shown.
 """
 
@@ -74,8 +74,10 @@ _OPTIONS = {
         "rpm",
         "tpm",
     },
-    "anthropic": {"name", "concurrency", "price", "key_env", "max_retries", "max_tokens", "max_chars", "base_url"},
-    "gemini": {"name", "concurrency", "price", "key_env", "max_tokens", "max_chars", "base_url"},
+    "anthropic": {
+        *("name", "concurrency", "price", "key_env", "max_retries", "max_tokens", "max_chars", "base_url", "thinking"),
+    },
+    "gemini": {"name", "concurrency", "price", "key_env", "max_tokens", "max_chars", "base_url", "thinking"},
     "model": {"name", "scale"},
     "system": {"name", "scale", "depth"},
 }

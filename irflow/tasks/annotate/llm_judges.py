@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 REASONING_MODELS = re.compile(r"^(o\d|gpt-5)")  # OpenAI models that think before answering
+THINKING_MODELS = re.compile(r"^gemini-(2\.5|[3-9])")  # Gemini models that think unless told not to
+DEFAULT_THINKING = 1024  # thinking tokens of a thinking model unless told (Anthropic's smallest budget)
 DEFAULT_MAX_TOKENS = 400  # an answer: a sentence of reasoning and a score
 REASONING_MAX_TOKENS = 4000  # thinking tokens count against the completion budget
 REASK = '\n\nAnswer with the JSON object only: {"reasoning": "...", "score": <number from -1 to 1>}.'
@@ -85,6 +87,8 @@ class PromptJudge:
             "response_format": getattr(self, "response_format", None),
             "reasoning": getattr(self, "reasoning", None),
         }
+        if getattr(self, "thinking", None) is not None:
+            answers["thinking"] = self.thinking  # type: ignore[attr-defined]
         digest = hashlib.sha256(json.dumps(answers, sort_keys=True).encode()).hexdigest()[:12]
         return f"{PROMPT_VERSION}-{digest}"
 
@@ -274,12 +278,37 @@ class AnthropicJudge(PromptJudge):
         max_retries: int = 5,
         concurrency: int = 4,
         base_url: str | None = None,
+        thinking: int | str = "auto",
         **kwargs: Any,
     ) -> None:
+        # Extended thinking: a budget of at least 1024 tokens inside max_tokens, and no temperature (the API
+        # refuses one other than 1 while thinking). Claude thinks only when asked: "auto" is off.
+        self.thinking = _thinking_budget(thinking, None, kwargs.get("name") or f"anthropic:{model}")
+        if self.thinking is not None and self.thinking < 1024:
+            raise JudgeSetupError(f"judge anthropic:{model}: thinking must be 0 (off) or at least 1024 tokens")
+        if self.thinking is not None:
+            kwargs.setdefault("max_tokens", self.thinking + DEFAULT_MAX_TOKENS)
+            if int(kwargs["max_tokens"]) <= self.thinking:
+                raise JudgeSetupError(
+                    f"judge anthropic:{model}: max_tokens ({kwargs['max_tokens']}) must exceed the thinking budget "
+                    f"({self.thinking}): thinking counts against it"
+                )
         super().__init__(model, provider="anthropic", key_env=key_env, concurrency=concurrency, **kwargs)
         self.max_retries, self.base_url = int(max_retries), base_url
         self.sdk: Any = None
         self._client: Any = None
+
+    def request(self, system: str, user: str) -> dict[str, Any]:
+        """The keyword arguments of ``messages.create`` for one prompt."""
+        options: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": system,
+            "messages": [{"role": "user", "content": user}],
+        }
+        if self.thinking is not None:
+            options["thinking"] = {"type": "enabled", "budget_tokens": self.thinking}
+        return options
 
     def prepare(self) -> None:
         self.sdk = _require("anthropic", "anthropic")
@@ -291,18 +320,14 @@ class AnthropicJudge(PromptJudge):
                 api_key=self._key(), max_retries=self.max_retries, base_url=self.base_url
             )
         try:
-            message = await self._client.messages.create(
-                model=self.model,
-                max_tokens=self.max_tokens,
-                system=system,
-                messages=[{"role": "user", "content": user}],
-            )
+            message = await self._client.messages.create(**self.request(system, user))
         except self.sdk.APIError as err:
             problem = self.redact(f"{type(err).__name__}: {str(err)[:200]}")
             if getattr(err, "status_code", None) in (401, 403):
                 raise JudgeAuthError(f"{self.role} {self.name}: {problem} (check {self.key_env})") from None
             raise JudgeCallError(problem) from None
-        return "".join(getattr(block, "text", "") or "" for block in message.content), 1
+        text = "".join(getattr(b, "text", "") or "" for b in message.content if getattr(b, "type", "text") == "text")
+        return text, 1
 
 
 class GeminiJudge(PromptJudge):
@@ -317,12 +342,32 @@ class GeminiJudge(PromptJudge):
         key_env: str = "GEMINI_API_KEY",
         concurrency: int = 4,
         base_url: str | None = None,
+        thinking: int | str = "auto",
         **kwargs: Any,
     ) -> None:
+        # Gemini 2.5+ think by default and their thoughts count against max_output_tokens: a 400-token
+        # budget would leave no room for the answer. "auto" gives thinking models a budget of 1024 tokens
+        # on top of the answer's; 0 turns thinking off (where the model allows it).
+        default = DEFAULT_THINKING if THINKING_MODELS.match(model) else None
+        self.thinking = _thinking_budget(thinking, default, kwargs.get("name") or f"gemini:{model}", allow_zero=True)
+        if self.thinking:
+            kwargs.setdefault("max_tokens", self.thinking + DEFAULT_MAX_TOKENS)
         super().__init__(model, provider="gemini", key_env=key_env, concurrency=concurrency, **kwargs)
         self.base_url = base_url
         self.sdk: Any = None
         self._client: Any = None
+
+    def config_options(self, system: str) -> dict[str, Any]:
+        """The keyword arguments of ``types.GenerateContentConfig`` for one prompt."""
+        options: dict[str, Any] = {
+            "system_instruction": system,
+            "temperature": 0,
+            "max_output_tokens": self.max_tokens,
+            "response_mime_type": "application/json",
+        }
+        if self.thinking is not None:
+            options["thinking_config"] = {"thinking_budget": self.thinking}
+        return options
 
     def prepare(self) -> None:
         self.sdk = _require("google.genai", "gemini")
@@ -332,12 +377,7 @@ class GeminiJudge(PromptJudge):
         if self._client is None:
             options = self.sdk.types.HttpOptions(base_url=self.base_url) if self.base_url else None
             self._client = self.sdk.Client(api_key=self._key(), http_options=options)
-        config = self.sdk.types.GenerateContentConfig(
-            system_instruction=system,
-            temperature=0,
-            max_output_tokens=self.max_tokens,
-            response_mime_type="application/json",
-        )
+        config = self.sdk.types.GenerateContentConfig(**self.config_options(system))
         try:
             response = await self._client.aio.models.generate_content(model=self.model, contents=user, config=config)
         except Exception as err:  # the SDK's errors share no public base class across versions
@@ -346,6 +386,21 @@ class GeminiJudge(PromptJudge):
                 raise JudgeAuthError(f"{self.role} {self.name}: {problem} (check {self.key_env})") from None
             raise JudgeCallError(problem) from None
         return str(response.text or ""), 1
+
+
+def _thinking_budget(value: int | str, default: int | None, name: str, *, allow_zero: bool = False) -> int | None:
+    """A ``thinking`` option as tokens: ``auto`` = ``default``; 0 = off (None, or 0 where the API takes 0 as off)."""
+    if value == "auto":
+        return default
+    try:
+        tokens = int(value)
+    except (TypeError, ValueError):
+        tokens = -1
+    if tokens < 0:
+        raise JudgeSetupError(f"judge {name}: thinking must be auto or a number of tokens (0 = off), not {value!r}")
+    if tokens == 0:
+        return 0 if allow_zero else None
+    return tokens
 
 
 def _require(module: str, extra: str) -> Any:
