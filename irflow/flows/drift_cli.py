@@ -16,16 +16,18 @@ DRIFT_EXIT = 3
 
 def cmd_drift(args: argparse.Namespace) -> int:
     from irflow.tasks.atomic import write_json
-    from irflow.tasks.drift import drift, nearest_similarities, read_queries
-    from irflow.tasks.ingest import load_dataset
-    from irflow.tasks.models import encode, resolve_model
+    from irflow.tasks.drift import DriftCheck, nearest_similarities
 
-    ref_texts = load_dataset(args.reference, args.split).queries["text"].astype(str).tolist()
-    current = read_queries(args.current)
-    model = resolve_model(args.model)
-    prompt = model.prompt("query")
-    vectors = [encode(model, texts, prompt=prompt, max_seq_length=None) for texts in (ref_texts, current)]
-    report = drift(ref_texts, current, *vectors, alpha=args.alpha, permutations=args.permutations, seed=args.seed)
+    check = DriftCheck.of(
+        reference=args.reference,
+        current=str(args.current),
+        split=args.split,
+        model=args.model,
+        alpha=args.alpha,
+        permutations=args.permutations,
+        seed=args.seed,
+    )
+    report, *vectors = check.run()
     print(report.text())
     if args.output:
         from irflow.tasks.plots import drift_similarity

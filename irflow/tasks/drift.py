@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from scipy import stats
 
 from irflow.tasks.schema import InputError
@@ -75,6 +76,96 @@ class DriftReport:
                 *(f"  {e['similarity']:.2f}  {e['query']}" for e in self.unseen_examples),
             ]
         )
+
+    def alert(self, reference: str, current: str) -> str:
+        """One line for an alert: what drifted from what, with the evidence."""
+        return (
+            f"queries of {current} drifted from evaluation set {reference}: MMD² {self.mmd2:.4f}, permutation p "
+            f"{self.p_value:.4f} < {self.alpha}; {self.unseen_topic_share:.0%} of them on topics the set does not "
+            f"cover, {self.unseen_token_share:.0%} of their tokens unseen"
+        )
+
+    def markdown(self, reference: str, current: str) -> str:
+        """A report section (nightly.md, a Prefect artifact): the verdict and the four views."""
+        verdict = "**drift**" if self.drift else "no drift"
+        rows = [
+            ("meaning (MMD², permutation p)", f"{self.mmd2:.4f}", f"{self.p_value:.4f}"),
+            ("length (KS)", f"{self.length_ks:.3f}", f"{self.length_p_value:.4f}"),
+            ("unseen tokens / vocabulary JS", f"{self.unseen_token_share:.1%}", f"{self.vocabulary_js:.3f}"),
+            ("queries on uncovered topics", f"{self.unseen_topic_share:.1%}", f"< {self.unseen_threshold:.2f}"),
+        ]
+        lines = [
+            "## Query drift",
+            "",
+            f"{verdict} (alpha {self.alpha}): {self.current_queries} queries of `{current}` against "
+            f"{self.reference_queries} of `{reference}`.",
+            "",
+            "| view | value | p / threshold |",
+            "|---|---:|---:|",
+            *(f"| {a} | {b} | {c} |" for a, b, c in rows),
+        ]
+        if self.unseen_examples:
+            lines += ["", "Farthest current queries:", ""]
+            lines += [f"- {e['similarity']:.2f} {e['query']}" for e in self.unseen_examples]
+        return "\n".join(lines) + "\n"
+
+    def metrics(self) -> dict[str, float]:
+        """Numbers to track (MLflow keys)."""
+        return {
+            "drift.mmd2": self.mmd2,
+            "drift.p_value": self.p_value,
+            "drift.length_ks": self.length_ks,
+            "drift.unseen_token_share": self.unseen_token_share,
+            "drift.vocabulary_js": self.vocabulary_js,
+            "drift.unseen_topic_share": self.unseen_topic_share,
+            "drift.detected": float(self.drift),
+        }
+
+
+class DriftCheck(BaseModel):
+    """A scheduled drift check (e.g. an experiment's ``drift:`` section for ``irflow nightly``): the
+    queries of log ``current`` against those of dataset ``reference``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reference: str = Field(description="evaluation dataset whose queries are the reference")
+    current: str = Field(description="current query log: CSV/TSV/JSONL/Parquet with a query or text column")
+    split: str | None = None
+    model: str = Field("minilm", description="embedding model of the meaning test")
+    alpha: float = Field(0.01, gt=0, lt=1, description="drift when the permutation p-value is below")
+    permutations: int = Field(1000, ge=1)
+    seed: int = 0
+    fail: bool = Field(True, description="drift fails the scheduled run (else it is reported only)")
+
+    @classmethod
+    def of(cls, **settings: Any) -> DriftCheck:
+        """A check from settings; a bad one is an :class:`InputError` naming the setting and what it expects."""
+        try:
+            return cls(**settings)
+        except ValidationError as err:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+            raise InputError(f"drift check: {problems}") from None
+
+    def run(self) -> tuple[DriftReport, np.ndarray, np.ndarray]:
+        """The report and both sides' embeddings (reference, current)."""
+        from irflow.tasks.ingest import load_dataset
+        from irflow.tasks.models import encode, resolve_model
+
+        reference = load_dataset(self.reference, self.split).queries["text"].astype(str).tolist()
+        current = read_queries(self.current)
+        model = resolve_model(self.model)
+        prompt = model.prompt("query")
+        ref_vectors, cur_vectors = (encode(model, t, prompt=prompt, max_seq_length=None) for t in (reference, current))
+        report = drift(
+            reference,
+            current,
+            ref_vectors,
+            cur_vectors,
+            alpha=self.alpha,
+            permutations=self.permutations,
+            seed=self.seed,
+        )
+        return report, ref_vectors, cur_vectors
 
 
 def tokens(text: str) -> list[str]:
