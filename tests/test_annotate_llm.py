@@ -435,3 +435,49 @@ def test_the_zbench_preset_expands_to_three_providers_with_their_parameters() ->
     assert gemini.config_options("s")["thinking_config"] == {"thinking_budget": 1024}  # type: ignore[attr-defined]
     with pytest.raises(UnknownNameError, match="unknown judge preset 'zbnech'; presets: zbench"):
         AnnotateConfig(dataset="techdocs", judges=("preset:zbnech",))
+
+
+def test_anchors_calibrate_grades_across_queries(chat, tmp_path: Path) -> None:
+    """q1's candidates are all as irrelevant as random documents: per-query grades still give its best
+    candidate 3; with anchors (other queries' documents battled as fixed points) q1 gets no relevant
+    document, while q0's strong candidates keep their grades and no anchor is exported."""
+    from irflow.tasks.annotate.pipeline import annotate
+    from irflow.tasks.schema import Dataset
+
+    strength = {f"q0d{i}": 1.5 - 0.5 * i for i in range(5)} | {f"q1d{i}": -1.0 for i in range(5)}
+    strength |= {f"x{i}": -1.0 for i in range(10)}
+    cands = pd.DataFrame(
+        [(f"q{q}", f"q{q}d{i}", i + 1) for q in range(2) for i in range(5)], columns=["query_id", "doc_id", "rank"]
+    )
+    cands.to_parquet(tmp_path / "candidates.parquet", index=False)
+    corpus = pd.DataFrame({"doc_id": list(strength), "title": "", "text": [f"{d}: text of {d}" for d in strength]})
+    dataset = Dataset(
+        "toy",
+        "test",
+        corpus,
+        pd.DataFrame({"query_id": ["q0", "q1"], "text": ["what is q0?", "what is q1?"]}),
+        pd.DataFrame(columns=["query_id", "doc_id", "relevance"]).astype({"relevance": "int64"}),
+        {"fingerprint": "toy", "candidates": str(tmp_path / "candidates.parquet")},
+    )
+    server = chat(strength)
+    grades = {}
+    for anchors in (0, 3):
+        out = tmp_path / f"anchors{anchors}"
+        config = AnnotateConfig(
+            dataset="toy", output=str(out), system=None, k=None, cycles=3, anchors=anchors,
+            judges=(f"openai(name=sim):sim@{server.url}",),
+        )  # fmt: skip
+        summary = annotate(config, dataset)
+        qrels = pd.read_csv(out / "qrels.trec", sep=" ", names=["query_id", "iter", "doc_id", "relevance"])
+        assert set(qrels["doc_id"]) == set(cands["doc_id"])  # anchors battle, but are never exported
+        grades[anchors] = qrels.set_index("doc_id")["relevance"]
+        if anchors:
+            calibration = summary["calibration"]
+            assert calibration["anchors_per_query"] == 3 and calibration["queries_without_relevant"] == 1
+            assert calibration["demoted"] == int((grades[0][[f"q1d{i}" for i in range(5)]] > 0).sum())
+        else:
+            assert summary["calibration"] is None
+    q1 = [f"q1d{i}" for i in range(5)]
+    assert grades[0][q1].max() == 3 and (grades[3][q1] == 0).all()  # relative: "best of nothing" was 3
+    assert grades[3]["q0d0"] == 3 and grades[3]["q0d0"] == grades[0]["q0d0"]
+    assert server.requests > 0 and all(d in strength for pair in server.shown for d in pair)

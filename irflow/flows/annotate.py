@@ -93,6 +93,10 @@ def metrics_of(summary: dict[str, Any]) -> dict[str, float]:
         "bt_max_iterations": summary["bradley_terry"]["max_iterations"],
         "bt_converged": float(summary["bradley_terry"]["converged"]),
     }
+    calibration = summary.get("calibration") or {}
+    for key in ("demoted", "queries_without_relevant"):
+        if key in calibration:
+            out[f"calibration_{key}"] = calibration[key]
     for judge in summary["judges"]:
         out[mlflow_key("calls", judge)] = run.get("calls", {}).get(judge, 0)
         out[mlflow_key("missing", judge)] = votes["missing"][judge]
@@ -133,6 +137,8 @@ def log_annotation(p: Any, summary: dict[str, Any]) -> str:
                 "seed": config.seed,
                 "ensemble": config.ensemble,
                 "prior": config.prior,
+                "anchors": config.anchors,
+                "anchor_threshold": config.anchor_threshold if config.anchors else None,
                 "prompt_version": summary["prompt_version"],
                 "prompt_sha256": summary["prompt_sha256"],
                 "judges": ", ".join(summary["judges"]),
@@ -213,6 +219,19 @@ def add_annotate_parser(subparsers: Any) -> argparse.ArgumentParser:
         help=f"Bradley-Terry prior: virtual battles per document (default {default.prior:g})",
     )
     p.add_argument(
+        "--anchors",
+        type=int,
+        default=default.anchors,
+        help="cross-query calibration: documents of other queries battled per query as irrelevant anchors; a "
+        "document that does not beat them (P < --anchor-threshold) is graded 0 (default 0: grades per query)",
+    )
+    p.add_argument(
+        "--anchor-threshold",
+        type=float,
+        default=default.anchor_threshold,
+        help=f"P(beats the anchors) a document needs to keep its grade (default {default.anchor_threshold})",
+    )
+    p.add_argument(
         "--price-per-1k",
         type=float,
         help="USD per 1k tokens of LLM judges, for the estimate (default 0.005; per judge: price= option)",
@@ -255,7 +274,9 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         prior=args.prior,
         price_per_1k=args.price_per_1k,
         benchmark=tuple(args.benchmark),
-        **({"judges": tuple(args.judge)} if args.judge else {}),
+        anchors=args.anchors,
+        anchor_threshold=args.anchor_threshold,
+        judges=tuple(args.judge) if args.judge else AnnotateConfig.judges,
     )
     with contextlib.ExitStack() as stack:
         preview = None

@@ -6,8 +6,10 @@ order), or from the top K of any irflow system's run on any dataset (``tasks.ret
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from irflow.tasks.schema import Dataset, InputError
@@ -61,3 +63,39 @@ def select_candidates(
     table = table.reset_index(drop=True)
     table["rank"] = table.groupby("query_id", sort=False).cumcount().add(1).astype("int64")
     return table
+
+
+def draw_anchors(dataset: Dataset, candidates: pd.DataFrame, per_query: int, seed: int = 0) -> pd.DataFrame:
+    """Cross-query anchors: per query, ``per_query`` documents drawn (seeded, per query) from the corpus
+    outside its candidates and its judged-relevant documents — other queries' documents, nearly always
+    irrelevant to it. They battle the candidates like any other document, so the Bradley–Terry scale of
+    each query gains a fixed point: what an irrelevant document scores. Columns ``query_id, doc_id,
+    rank`` (ranks after the query's candidates)."""
+    if per_query < 0:
+        raise InputError(f"anchors must be >= 0, got {per_query}")
+    columns = list(CANDIDATE_COLUMNS)
+    if per_query == 0 or candidates.empty:
+        return pd.DataFrame(columns=columns).astype({"query_id": "str", "doc_id": "str", "rank": "int64"})
+    corpus = np.array(sorted(dataset.corpus["doc_id"].astype(str)))
+    relevant = dataset.qrels[dataset.qrels["relevance"] > 0].astype({"query_id": "str", "doc_id": "str"})
+    judged = relevant.groupby("query_id")["doc_id"].agg(set).to_dict()
+    rows = []
+    for qid, group in candidates.groupby("query_id", sort=True):
+        taken = set(group["doc_id"].astype(str)) | judged.get(str(qid), set())
+        free = len(corpus) - len(taken & set(corpus))
+        if free < per_query:
+            raise InputError(
+                f"query {qid!r}: only {free} documents outside its candidates for {per_query} anchors; "
+                "use fewer anchors (or a larger corpus)"
+            )
+        digest = hashlib.sha256(f"anchors\0{int(seed)}\0{qid}".encode()).digest()
+        rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+        chosen: list[str] = []
+        while len(chosen) < per_query:
+            doc = str(corpus[int(rng.integers(len(corpus)))])
+            if doc not in taken:
+                taken.add(doc)
+                chosen.append(doc)
+        last = int(group["rank"].max())
+        rows += [(str(qid), doc, last + i) for i, doc in enumerate(chosen, 1)]
+    return pd.DataFrame(rows, columns=columns).astype({"query_id": "str", "doc_id": "str", "rank": "int64"})

@@ -70,6 +70,8 @@ class AnnotateConfig:
     price_per_1k: float | None = None
     benchmark: tuple[str, ...] = ()
     ks: tuple[int, ...] = (5, 10)
+    anchors: int = 0  # cross-query anchors per query (0: grades stay relative to each query's best)
+    anchor_threshold: float = 0.75  # P(beats the anchors) a document needs to keep a grade above 0
 
     def __post_init__(self) -> None:
         if not self.output:

@@ -78,3 +78,40 @@ def _missing(value: Any) -> bool:
 
 def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
+
+
+ANCHOR_THRESHOLD = 0.75  # P(beats the query's anchors) a document needs to keep a grade above 0
+
+
+def calibrate(
+    qrels: pd.DataFrame, scores: pd.DataFrame, anchors: pd.DataFrame, threshold: float = ANCHOR_THRESHOLD
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Cross-query calibration of per-query grades with anchors (documents of other queries, see
+    ``candidates.draw_anchors``): a document's chance to beat its query's anchors under the Bradley–Terry
+    model, ``q = mean over anchors of σ(s_doc − s_anchor)``, must reach ``threshold`` for it to keep its
+    grade; below, it is graded 0 — no more relevant than a random document. So a query where nothing is
+    relevant no longer gives its best candidate grade 3. Returns the qrels and what changed."""
+    import numpy as np
+
+    if not 0.5 <= threshold < 1:
+        raise ValueError(f"anchor threshold must be in [0.5, 1), got {threshold}")
+    by_query = {str(q): g["score"].to_numpy(np.float64) for q, g in anchors.groupby("query_id")}
+    q = np.array(
+        [
+            float(np.mean(1.0 / (1.0 + np.exp(by_query[str(qid)] - s)))) if str(qid) in by_query else np.nan
+            for qid, s in zip(scores["query_id"], scores["score"])
+        ]
+    )
+    beats = pd.DataFrame({"query_id": scores["query_id"].astype(str), "doc_id": scores["doc_id"].astype(str), "q": q})
+    merged = qrels.astype({"query_id": "str", "doc_id": "str"}).merge(beats, on=["query_id", "doc_id"], how="left")
+    demote = (merged["relevance"] > 0) & (merged["q"] < threshold)
+    merged.loc[demote, "relevance"] = 0
+    relevant = merged[merged["relevance"] > 0]["query_id"].nunique()
+    summary = {
+        "anchors_per_query": int(anchors.groupby("query_id").size().max()) if len(anchors) else 0,
+        "threshold": threshold,
+        "demoted": int(demote.sum()),
+        "queries": int(merged["query_id"].nunique()),
+        "queries_without_relevant": int(merged["query_id"].nunique() - relevant),
+    }
+    return merged[["query_id", "doc_id", "relevance"]].astype({"relevance": "int64"}), summary

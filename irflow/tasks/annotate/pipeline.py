@@ -27,7 +27,7 @@ import pandas as pd
 from irflow.tasks.annotate import benchmark as bench
 from irflow.tasks.annotate import bradley_terry, ensemble, outputs, plots
 from irflow.tasks.annotate.battle import PROMPT_SHA256, PROMPT_VERSION, Judge, JudgesFailedError
-from irflow.tasks.annotate.candidates import Texts, select_candidates
+from irflow.tasks.annotate.candidates import Texts, draw_anchors, select_candidates
 from irflow.tasks.annotate.config import AnnotateConfig
 from irflow.tasks.annotate.judges import make_judge, parse_judge
 from irflow.tasks.annotate.pairs import load_or_make_pairs
@@ -51,6 +51,7 @@ class Plan:
     pairs: pd.DataFrame
     texts: Texts
     judges: list[Judge]
+    anchors: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["query_id", "doc_id", "rank"]))
 
     @property
     def folder(self) -> Path:
@@ -66,6 +67,7 @@ class Annotation:
     convergence: pd.DataFrame
     votes: pd.DataFrame
     summary: dict[str, Any] = field(default_factory=dict)
+    anchor_scores: pd.DataFrame | None = None  # the anchors' scores, when the plan has anchors
 
 
 def plan(config: AnnotateConfig, dataset: Dataset | None = None, *, store: bool = True) -> Plan:
@@ -81,8 +83,9 @@ def plan(config: AnnotateConfig, dataset: Dataset | None = None, *, store: bool 
         raise InputError(f"prior must be > 0 and cycles >= 1, got prior={config.prior}, cycles={config.cycles}")
     dataset = dataset or load_dataset(config.dataset, config.split)
     candidates = select_candidates(dataset, config.system, config.k, config.queries)
+    anchors = draw_anchors(dataset, candidates, config.anchors, config.seed)
     folder = Path(config.output)
-    pairs = load_or_make_pairs(folder, candidates, config.cycles, config.seed, store=store)
+    pairs = load_or_make_pairs(folder, _with(candidates, anchors), config.cycles, config.seed, store=store)
     judges = [
         make_judge(spec, dataset=dataset, candidates=candidates, price_per_1k=config.price_per_1k)
         for spec in config.judges
@@ -98,7 +101,12 @@ def plan(config: AnnotateConfig, dataset: Dataset | None = None, *, store: bool 
                 "dataset_fingerprint": dataset.fingerprint,
             },
         )
-    return Plan(config, dataset, candidates, pairs, Texts.of(dataset), judges)
+    return Plan(config, dataset, candidates, pairs, Texts.of(dataset), judges, anchors)
+
+
+def _with(candidates: pd.DataFrame, anchors: pd.DataFrame) -> pd.DataFrame:
+    """The documents that battle: the candidates, and the anchors when there are any."""
+    return pd.concat([candidates, anchors], ignore_index=True) if len(anchors) else candidates
 
 
 def estimate(p: Plan) -> CostEstimate:
@@ -124,8 +132,13 @@ def fit(p: Plan) -> Annotation:
     names = [j.name for j in p.judges]
     check_every_judge_voted(votes, names, len(p.pairs))
     combined = ensemble.combine(p.pairs, votes, names, p.config.ensemble)
-    scores, convergence = bradley_terry.fit_queries(p.candidates, combined, prior=p.config.prior)
-    return Annotation(combined, scores, convergence, votes)
+    scores, convergence = bradley_terry.fit_queries(_with(p.candidates, p.anchors), combined, prior=p.config.prior)
+    if not len(p.anchors):
+        return Annotation(combined, scores, convergence, votes)
+    keys = scores["query_id"].astype(str) + "\0" + scores["doc_id"].astype(str)
+    is_anchor = keys.isin(set(p.anchors["query_id"].astype(str) + "\0" + p.anchors["doc_id"].astype(str)))
+    real, anchors = scores[~is_anchor].reset_index(drop=True), scores[is_anchor].reset_index(drop=True)
+    return Annotation(combined, real, convergence, votes, anchor_scores=anchors)
 
 
 def check_every_judge_voted(votes: pd.DataFrame, judges: list[str], pairs: int) -> None:
@@ -150,6 +163,9 @@ def write_outputs(p: Plan, a: Annotation, stats: JudgeStats | None = None) -> di
     names = [j.name for j in p.judges]
     annotated = outputs.write_annotated(folder / "annotated.jsonl", a.scores, p.texts, p.dataset)
     qrels = outputs.graded_qrels(annotated)
+    calibration = None
+    if a.anchor_scores is not None:
+        qrels, calibration = outputs.calibrate(qrels, a.scores, a.anchor_scores, p.config.anchor_threshold)
     outputs.write_trec_qrels(folder / "qrels.trec", qrels)
     a.scores = a.scores.merge(qrels.rename(columns={"relevance": "grade"}), on=["query_id", "doc_id"], how="left")
     _parquet(folder / "zelo.parquet", a.scores)
@@ -190,6 +206,7 @@ def write_outputs(p: Plan, a: Annotation, stats: JudgeStats | None = None) -> di
         },
         "inter_judge_agreement": ensemble.inter_judge_agreement(a.combined, names),
         "grades": {str(g): int(n) for g, n in qrels["relevance"].value_counts().sort_index().items()},
+        "calibration": calibration,
     }
     if len(p.dataset.qrels):
         summary["human_grades"] = human_agreement(p, a)
