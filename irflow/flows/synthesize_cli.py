@@ -92,4 +92,5 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         return 0
     _print_info(result)
     print(describe(result["source"]["synthesis"]))
+    print(f"evaluate: irflow run --dataset {args.name} --system ... (the report segments by source and style)")
     return 0
