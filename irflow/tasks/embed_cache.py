@@ -7,6 +7,7 @@ Cache layout (``cache_dir()/embeddings/<key>/``)::
     part-00001.parquet   one file per chunk of CHUNK_SIZE texts, each written atomically
     ...
     _COMPLETE            JSON (counts, dimension, model, prompt), written atomically last
+    _lock                held (``fcntl.flock``) by the process encoding the key; says who holds it
     index-<kind>-<hash>.faiss   approximate indexes built from these vectors (tasks.index)
 
 ``key`` is a sha256 over: the content (a hash of the ids and texts actually embedded, so a
@@ -22,13 +23,21 @@ in, then cut every CHUNK_SIZE), so every process plans the same chunks: an inter
 resumes from its finished parts, and ``encode_chunks`` can run disjoint chunk ranges in
 parallel (e.g. Dask workers) against the same key directory. A part is trusted only if it
 parses and holds exactly the ids its chunk expects, as finite float32 vectors.
+
+One encode per key at a time: ``embed_texts`` holds the key's ``_lock`` while it reads and fills the
+parts, so a second run of the same system (another process, another flow) waits, logging who it
+waits for, and then reads the finished parts instead of encoding them again. The kernel releases
+the lock of a killed holder; the waiter then resumes from the parts already written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import os
+import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -41,6 +50,8 @@ import numpy as np
 from irflow.tasks.atomic import atomic_path, write_json
 from irflow.tasks.config import cache_dir
 from irflow.tasks.models import encode, resolve_model
+from irflow.tasks.progress import Progress
+from irflow.tasks.schema import IrflowError
 
 if TYPE_CHECKING:
     from irflow.tasks.models import Encoder
@@ -49,9 +60,13 @@ log = logging.getLogger(__name__)
 
 CHUNK_SIZE = 2048
 """Texts per Parquet part: large enough that per-part overhead is negligible next to encoding."""
+PROGRESS_BATCHES = 16
+"""Batches encoded between two progress updates."""
 CACHE_FORMAT = 1
 DOCUMENT_TEXT = 'document = (title + " " + text).strip()'
 QUERY_TEXT = "query = text"
+LOCK_TIMEOUT_S = 6 * 3600.0
+"""How long ``embed_texts`` waits for another process encoding the same key (``IRFLOW_EMBED_LOCK_TIMEOUT``)."""
 ENCODE_STATS: Counter[str] = Counter()
 """Texts encoded by the model vs read from the cache in this process (``encoded``, ``from_cache``)."""
 
@@ -152,8 +167,13 @@ def _chunks(
     max_seq_length: int | None,
     batch_size: int,
     on_chunk: Callable[[int], None] | None,
+    progress: Progress | None = None,
 ) -> Iterator[tuple[int, np.ndarray, bool]]:
-    """Yield ``(chunk, matrix, encoded?)``: each finished part read back, each missing one encoded."""
+    """Yield ``(chunk, matrix, encoded?)``: each finished part read back, each missing one encoded.
+
+    A missing part is encoded in slices of ``PROGRESS_BATCHES`` batches (its rows are already in
+    the longest-first order the model batches in) so ``progress`` moves while a chunk is encoded.
+    """
     for chunk in chunk_indices:
         rows = plan[chunk]
         chunk_ids = [ids[i] for i in rows]
@@ -161,10 +181,17 @@ def _chunks(
         matrix = read_part(path, chunk_ids)
         encoded = matrix is None
         if matrix is None:
-            matrix = encode(
-                model, [texts[i] for i in rows], prompt=prompt, max_seq_length=max_seq_length, batch_size=batch_size
-            )
+            step = max(1, batch_size * PROGRESS_BATCHES)
+            slices = []
+            for start in range(0, len(rows), step):
+                some = [texts[i] for i in rows[start : start + step]]
+                slices.append(encode(model, some, prompt=prompt, max_seq_length=max_seq_length, batch_size=batch_size))
+                if progress is not None:
+                    progress.advance(len(some))
+            matrix = np.concatenate(slices) if len(slices) > 1 else slices[0]
             write_part(path, chunk_ids, matrix)
+        elif progress is not None:
+            progress.advance(len(rows), worked=False)
         ENCODE_STATS["encoded" if encoded else "from_cache"] += len(rows)
         if on_chunk is not None:
             on_chunk(chunk)
@@ -272,25 +299,28 @@ def embed_texts(
         write_json(key_dir / "_key.json", payload)
 
     plan = plan_chunks(texts, chunk_size)
-    start = time.perf_counter()
     vectors: np.ndarray | None = None
     counts = Counter(encoded=0, from_cache=0)
-    for chunk, matrix, encoded in _chunks(
-        key_dir,
-        ids,
-        texts,
-        plan,
-        range(len(plan)),
-        model,
-        prompt=prompt,
-        max_seq_length=max_seq_length,
-        batch_size=batch_size,
-        on_chunk=on_chunk,
-    ):
-        if vectors is None:
-            vectors = np.empty((len(texts), matrix.shape[1]), dtype=np.float32)
-        vectors[plan[chunk]] = matrix
-        counts["encoded" if encoded else "from_cache"] += len(matrix)
+    with key_lock(key_dir), Progress(f"encode {role}s", len(texts), unit="texts") as progress:
+        start = time.perf_counter()
+        for chunk, matrix, encoded in _chunks(
+            key_dir,
+            ids,
+            texts,
+            plan,
+            range(len(plan)),
+            model,
+            prompt=prompt,
+            max_seq_length=max_seq_length,
+            batch_size=batch_size,
+            on_chunk=on_chunk,
+            progress=progress,
+        ):
+            if vectors is None:
+                vectors = np.empty((len(texts), matrix.shape[1]), dtype=np.float32)
+            vectors[plan[chunk]] = matrix
+            counts["encoded" if encoded else "from_cache"] += len(matrix)
+        seconds = time.perf_counter() - start
     if vectors is None:
         vectors = np.empty((0, 0), dtype=np.float32)
 
@@ -307,8 +337,72 @@ def embed_texts(
         "key": key,
     }
     if counts["encoded"] or not (key_dir / "_COMPLETE").is_file():
-        write_json(key_dir / "_COMPLETE", {**info, "encode_seconds": round(time.perf_counter() - start, 3)})
+        write_json(key_dir / "_COMPLETE", {**info, "encode_seconds": round(seconds, 3)})
     return Embeddings(ids, vectors, key, key_dir, counts["encoded"], counts["from_cache"], info)
+
+
+class EmbeddingLockTimeout(IrflowError):
+    """Another process held a cache key's lock for longer than the wait allows."""
+
+
+@contextlib.contextmanager
+def key_lock(key_dir: Path, *, timeout: float | None = None, poll: float = 0.2) -> Iterator[None]:
+    """Hold the exclusive lock of one cache key (``key_dir/_lock``), waiting for another holder.
+
+    While it waits it logs who holds the key (pid, host, since when) every minute; after ``timeout``
+    seconds (default ``IRFLOW_EMBED_LOCK_TIMEOUT`` or :data:`LOCK_TIMEOUT_S`) it raises
+    :class:`EmbeddingLockTimeout` naming the lock file. ``fcntl.flock`` locks belong to the open file:
+    threads and processes exclude each other alike, and a killed holder's lock is released.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: parts are still written atomically
+        yield
+        return
+    if timeout is None:
+        timeout = float(os.environ.get("IRFLOW_EMBED_LOCK_TIMEOUT", LOCK_TIMEOUT_S))
+    path = Path(key_dir) / "_lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        start = time.monotonic()
+        next_message = start
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                now = time.monotonic()
+                holder = _lock_holder(path)
+                if now - start >= timeout:
+                    raise EmbeddingLockTimeout(
+                        f"waited {now - start:.0f} s for {holder} to finish encoding {path.parent.name[:12]}… "
+                        f"(lock {path}); raise IRFLOW_EMBED_LOCK_TIMEOUT or stop that process"
+                    ) from None
+                if now >= next_message:
+                    log.warning(
+                        "waiting for %s, which is encoding the same texts (lock %s, waited %.0f s, timeout %.0f s)",
+                        holder,
+                        path,
+                        now - start,
+                        timeout,
+                    )
+                    next_message = now + 60.0
+                time.sleep(poll)
+        os.ftruncate(fd, 0)
+        holder_info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        os.pwrite(fd, json.dumps(holder_info).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _lock_holder(path: Path) -> str:
+    try:
+        holder = json.loads(path.read_text(encoding="utf-8"))
+        return f"process {holder['pid']} on {holder['host']} (since {holder['since']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process"
 
 
 def _content_hash(ids: Sequence[str], texts: Sequence[str]) -> str:
