@@ -272,8 +272,39 @@ def test_measure_latency_bm25() -> None:
     assert 0 < report.p50_ms <= report.p95_ms <= report.p99_ms
     assert report.queries_per_second > 0 and report.index_build_seconds > 0
     assert report.documents_per_second is None
+    assert (report.queries_total, report.threads, len(report.samples_ms)) == (3, 1, 9)
+    assert report.p50_ms_min <= report.p50_ms_median <= report.p50_ms_max
+    assert report.p95_ms_min <= report.p95_ms_median <= report.p95_ms_max
+    assert 0 <= report.clock_overhead_ms < report.p50_ms
+    assert report.load_before is not None and report.load_after is not None
     with pytest.raises(ValueError):
         measure_latency(tiny_dataset(), "bm25", num_runs=0)
+
+
+def test_the_latency_path_ranks_as_the_run_does() -> None:
+    """``query`` (what latency times: tokenisation + bm25s) gives the run's documents and scores."""
+    from irflow.tasks import bm25
+
+    dataset = tiny_dataset()
+    index = bm25.load_index(dataset, "bm25")
+    run = bm25.search(dataset, "bm25", depth=5)
+    for qid, text in dataset.queries[["query_id", "text"]].itertuples(index=False):
+        rows, scores = index.query(text, 5)
+        kept = scores != 0
+        expected = run[run["query_id"] == qid]
+        hits = sorted(zip(index.doc_ids[rows[kept]].tolist(), scores[kept].tolist()), key=lambda h: (-h[1], h[0]))
+        assert hits == sorted(zip(expected["doc_id"], expected["score"]), key=lambda h: (-h[1], h[0]))
+
+
+def test_pinned_threads_limits_and_restores() -> None:
+    import faiss
+
+    from irflow.tasks.latency import pinned_threads
+
+    before = faiss.omp_get_max_threads()
+    with pinned_threads(1):
+        assert faiss.omp_get_max_threads() == 1
+    assert faiss.omp_get_max_threads() == before
 
 
 def test_retrieve_validates_depth_and_spec() -> None:

@@ -108,7 +108,7 @@ def test_service_errors_name_the_system_and_never_show_the_token(served, tmp_pat
         monkeypatch.setenv("SEARCH_TOKEN", TOKEN)
         with pytest.raises(Exception, match=r"no list of hits at 'results'"):
             retrieve(dataset, f"http(auth_env=SEARCH_TOKEN,hits=results,retries=2):{url}/search")
-    with pytest.raises(Exception, match="failed 2 times; last: ConnectError"):
+    with pytest.raises(Exception, match="failed 2 times; last: ConnectionRefusedError"):
         retrieve(dataset, f"http(retries=1):{url}/search")  # the service is gone
 
 

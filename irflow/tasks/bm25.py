@@ -18,6 +18,7 @@ import itertools
 import json
 import logging
 import shutil
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,17 +48,28 @@ def tokenize(texts: Sequence[str], spec: BM25Spec, *, return_ids: bool = False) 
     ``return_ids=True`` gives bm25s's ``Tokenized(ids, vocab)`` instead, which it indexes faster.
     """
     import bm25s
-    import Stemmer
 
-    stemmer = Stemmer.Stemmer("english") if spec.stemmer == "snowball" else None
     return bm25s.tokenize(
         list(texts),
         token_pattern=TOKEN_PATTERN,
         stopwords="en" if spec.stopwords == "en" else None,
-        stemmer=stemmer,
+        stemmer=_stemmer() if spec.stemmer == "snowball" else None,
         return_ids=return_ids,
         show_progress=False,
     )
+
+
+_THREAD = threading.local()
+
+
+def _stemmer() -> Any:
+    """This thread's Snowball English stemmer (made once: building one costs more than stemming a query)."""
+    stemmer = getattr(_THREAD, "stemmer", None)
+    if stemmer is None:
+        import Stemmer
+
+        stemmer = _THREAD.stemmer = Stemmer.Stemmer("english")
+    return stemmer
 
 
 @dataclass
@@ -259,8 +271,7 @@ class BM25Index:
             return empty_run()
         tokens = tokenize(texts, self.spec)
         if self.spec.backend == "bm25s":
-            vocab = self.engine.vocab_dict
-            ids = [[vocab[t] for t in q if t in vocab] for q in tokens]
+            ids = self._term_ids(tokens)
             # A query with no indexed term matches nothing (bm25s's own fallback for it crashes).
             matched = [i for i, q in enumerate(ids) if q]
             if not matched:
@@ -279,6 +290,24 @@ class BM25Index:
             }
         )
         return order_run(run)
+
+    def query(self, text: str, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """One query's top ``depth`` as ``(document rows, scores)`` in bm25s's order, no run table: the
+        tokenisation and the bm25s call, what the latency stage times (zero scores are kept)."""
+        k = min(int(depth), len(self.doc_ids))
+        tokens = tokenize([text], self.spec)
+        if self.spec.backend != "bm25s":
+            docs, scores = self._rank_bm25_topk(tokens, k)
+            return docs[0], scores[0]
+        ids = self._term_ids(tokens)
+        if not ids[0] or k < 1:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+        docs, scores = self._bm25s_topk(ids, k)
+        return docs[0], scores[0]
+
+    def _term_ids(self, tokens: list[list[str]]) -> list[list[int]]:
+        vocab = self.engine.vocab_dict
+        return [[vocab[t] for t in q if t in vocab] for q in tokens]
 
     def _bm25s_topk(self, ids: list[list[int]], k: int) -> tuple[np.ndarray, np.ndarray]:
         """bm25s's top k+1 per query; where a tie crosses the cut, that query is re-selected exactly.

@@ -10,8 +10,8 @@ then cuts to depth), so composed systems never fuse or rerank a hit that would b
 
 from __future__ import annotations
 
+import functools
 import json
-import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import pandas as pd
 
+from irflow.tasks import latency
 from irflow.tasks.external.specs import HttpSpec, PluginSpec, RunSpec
 from irflow.tasks.runs import DEFAULT_DEPTH, drop_identical_ids, empty_run, order_run, validate_depth
 from irflow.tasks.schema import Dataset, RetrievalInfo, info_nodes
@@ -44,8 +45,13 @@ class RunResult:
 
 @dataclass(frozen=True)
 class LatencyReport:
-    """Per-query search latency after warm-up (ms), throughput, and the index build cost.
+    """Per-query search latency after warm-up (ms), its spread over repeats, throughput, the index build cost.
 
+    Timed: the system's own work per query (``Searcher.query``), with ``threads`` threads, the clock's
+    cost (``clock_overhead_ms``) subtracted. ``queries`` of the split's ``queries_total`` were timed
+    (``sample``), each ``num_runs`` times; ``p50_ms``/``p95_ms``/``p99_ms`` pool every sample, and
+    ``p50_ms_min`` … ``p95_ms_max`` summarise the per-repeat percentiles (how much a rerun may move).
+    ``load_before``/``load_after``: the machine's 1-minute load average around the timing.
     A system made only of run files has no search to time: its figures are None and ``note`` says
     why. A service (``http:``) adds ``load_curve``: queries/s and latency at each concurrency level.
     """
@@ -69,6 +75,17 @@ class LatencyReport:
     latency_api_calls: int | None = None  # API embedding models: what timing the queries one by one cost
     latency_api_tokens: int | None = None
     latency_api_cost_usd: float | None = None
+    queries_total: int | None = None
+    threads: int | None = None
+    clock_overhead_ms: float | None = None
+    p50_ms_min: float | None = None
+    p50_ms_median: float | None = None
+    p50_ms_max: float | None = None
+    p95_ms_min: float | None = None
+    p95_ms_median: float | None = None
+    p95_ms_max: float | None = None
+    load_before: float | None = None
+    load_after: float | None = None
 
 
 def retrieve(dataset: Dataset, system: str | SystemSpec, depth: int = DEFAULT_DEPTH) -> RunResult:
@@ -92,38 +109,48 @@ def measure_latency(
     num_runs: int = 3,
     sample: int | None = 100,
     seed: int = 0,
+    threads: int = latency.DEFAULT_THREADS,
 ) -> LatencyReport:
     """Time each query searched on its own, ``num_runs`` times, after ``warmup`` untimed queries.
 
     ``sample`` queries are drawn (seeded, so repeatable) from the dataset; None = all of them.
-    The index is prepared once beforehand; its build time (and, for dense, the embed stage's
-    documents/s) is reported alongside.
+    What is timed is ``Searcher.query`` (the system's own work), with ``threads`` threads for every
+    system (:func:`tasks.latency.pinned_threads`). The index is prepared once beforehand; its build
+    time (and, for dense, the embed stage's documents/s) is reported alongside.
     """
     depth = validate_depth(depth)
-    if num_runs < 1 or warmup < 0 or (sample is not None and sample < 1):
-        raise ValueError("num_runs must be >= 1, warmup >= 0 and sample >= 1 (or None)")
+    if num_runs < 1 or warmup < 0 or (sample is not None and sample < 1) or threads < 1:
+        raise ValueError("num_runs must be >= 1, warmup >= 0, threads >= 1 and sample >= 1 (or None)")
     spec = as_spec(system)
+    queries = dataset.queries
     if all(isinstance(leaf, RunSpec) for leaf in leaves(spec)):
         note = "not measured: a run file is a ranking made elsewhere, with no search to time"
-        return LatencyReport(str(spec), 0, num_runs, warmup, depth, None, None, None, None, None, 0.0, None, note=note)
+        return LatencyReport(
+            str(spec), 0, num_runs, warmup, depth, None, None, None, None, None, 0.0, None, note=note,
+            queries_total=len(queries),
+        )  # fmt: skip
     searcher = make_searcher(dataset, spec, online=True)
-    queries = dataset.queries
     order = np.random.default_rng(seed).permutation(len(queries))
     chosen = order if sample is None else order[:sample]
-    singles = [queries.iloc[[i]] for i in chosen]
+    ids, texts = queries["query_id"].astype(str).to_numpy(), queries["text"].fillna("").astype(str).to_numpy()
+    singles = [(str(ids[i]), str(texts[i])) for i in chosen]
     if not singles:
         raise ValueError(f"dataset {dataset.name!r} has no queries to time")
-    for i in range(warmup):
-        searcher(singles[i % len(singles)], depth)
-    latencies = []
-    for _ in range(num_runs):
-        for one in singles:
-            start = time.perf_counter()
-            searcher(one, depth)
-            latencies.append(time.perf_counter() - start)
-    ms = np.asarray(latencies) * 1000.0
+    calls = [functools.partial(searcher.query, qid, text, depth) for qid, text in singles]
+    with latency.pinned_threads(threads):
+        for i in range(warmup):
+            calls[i % len(calls)]()
+        overhead = latency.clock_overhead()
+        load_before = latency.load_average()
+        repeats = [latency.time_calls(calls, overhead) for _ in range(num_runs)]
+        load_after = latency.load_average()
+    ms = np.concatenate(repeats) * 1000.0
     p50, p95, p99 = np.percentile(ms, [50, 95, 99])
-    curve = load_curve(searcher, singles * num_runs, depth, searcher.load_levels) if searcher.load_levels else ()
+    curve: tuple[dict[str, float], ...] = ()
+    if searcher.load_levels:
+        curve = latency.load_curve(
+            lambda one: searcher.query(one[0], one[1], depth), singles * num_runs, searcher.load_levels
+        )
     stages = [node for node in info_nodes(searcher.info) if "members" not in node and "first_stage" not in node]
     rates = [leaf["documents_per_second"] for leaf in stages if leaf.get("documents_per_second")]
     return LatencyReport(
@@ -136,46 +163,20 @@ def measure_latency(
         p95_ms=float(p95),
         p99_ms=float(p99),
         mean_ms=float(ms.mean()),
-        queries_per_second=float(len(ms) / (ms.sum() / 1000.0)),
+        queries_per_second=float(len(ms) / (ms.sum() / 1000.0)) if ms.sum() > 0 else None,
         index_build_seconds=float(sum(leaf.get("index_build_seconds", 0.0) for leaf in stages)),
         documents_per_second=float(min(rates)) if rates else None,
         samples_ms=tuple(float(round(x, 4)) for x in ms),
         info=searcher.info,
         load_curve=curve,
         **{f"latency_{k}": v for k, v in api_costs(searcher.info).items()},
+        queries_total=len(queries),
+        threads=threads,
+        clock_overhead_ms=overhead * 1000.0,
+        **latency.spread(repeats),
+        load_before=load_before,
+        load_after=load_after,
     )
-
-
-def load_curve(
-    searcher: Searcher[Any], singles: Sequence[pd.DataFrame], depth: int, levels: Sequence[int]
-) -> tuple[dict[str, float], ...]:
-    """Throughput and latency under load: at each concurrency level, ``singles`` (one query each) sent by
-    that many threads at once; per level queries/s (over the wall time) and p50/p95 per query (ms)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def timed(one: pd.DataFrame) -> float:
-        start = time.perf_counter()
-        searcher(one, depth)
-        return time.perf_counter() - start
-
-    curve = []
-    for level in levels:
-        work = list(singles) * max(1, math.ceil(2 * level / len(singles)))  # every thread busy at least twice
-        with ThreadPoolExecutor(max_workers=level) as pool:
-            start = time.perf_counter()
-            seconds = list(pool.map(timed, work))
-            wall = time.perf_counter() - start
-        p50, p95 = np.percentile(np.asarray(seconds) * 1000.0, [50, 95])
-        curve.append(
-            {
-                "concurrency": level,
-                "queries": len(work),
-                "queries_per_second": len(work) / wall,
-                "p50_ms": float(p50),
-                "p95_ms": float(p95),
-            }
-        )
-    return tuple(curve)
 
 
 def retrieval_costs(info: RetrievalInfo, encodes: Sequence[Mapping[str, Any]] = ()) -> dict[str, float]:
@@ -315,6 +316,12 @@ class Searcher(Generic[S]):
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
         raise NotImplementedError
 
+    def query(self, query_id: str, text: str, depth: int) -> Any:
+        """One query's answer in the system's own form: what the latency stage times. By default the whole
+        search path; a system with a cheaper native call (bm25s, an encoder and an index, one HTTP
+        request) overrides it, so irflow's run table is not part of the system's latency."""
+        return self(pd.DataFrame({"query_id": [query_id], "text": [text]}), depth)
+
 
 def make_searcher(dataset: Dataset, spec: SystemSpec, *, online: bool = False) -> Searcher[Any]:
     """Prepare ``spec`` for ``dataset``. ``online`` = optimised for single queries (latency), not batches."""
@@ -357,6 +364,9 @@ class _BM25(Searcher[BM25Spec]):
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
         return self.index.search(queries["query_id"].tolist(), queries["text"].tolist(), depth)
 
+    def query(self, query_id: str, text: str, depth: int) -> Any:
+        return self.index.query(text, depth + int(self.dataset.ignore_identical_ids))
+
 
 class _DenseBatch(Searcher[DenseSpec]):
     """All of the dataset's queries at once through ``tasks.embed.dense_search`` (query vectors cached)."""
@@ -391,19 +401,21 @@ class _DenseOnline(Searcher[DenseSpec]):
             documents_per_second=_docs_per_second(docs.path / "_COMPLETE"),
         )
 
-    def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
+    def _encode_search(self, texts: list[str], depth: int) -> tuple[np.ndarray, np.ndarray]:
         from irflow.tasks.models import encode
 
         spec = self.spec
         vectors = encode(
-            self.model,
-            queries["text"].fillna("").astype(str).tolist(),
-            prompt=self.prompt,
-            max_seq_length=spec.max_seq_length,
-            batch_size=spec.batch_size,
+            self.model, texts, prompt=self.prompt, max_seq_length=spec.max_seq_length, batch_size=spec.batch_size
         )
         self.info.update(self.spent())
-        scores, rows = self.index.search(vectors, depth)
+        return self.index.search(vectors, depth)
+
+    def query(self, query_id: str, text: str, depth: int) -> Any:
+        return self._encode_search([text], depth + int(self.dataset.ignore_identical_ids))
+
+    def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
+        scores, rows = self._encode_search(queries["text"].fillna("").astype(str).tolist(), depth)
         keep = rows.ravel() >= 0
         return order_run(
             pd.DataFrame(

@@ -22,7 +22,7 @@ import pandas as pd
 from irflow.tasks.external.http_options import HttpOptions, fill, resolve
 from irflow.tasks.external.ranking import add_counts, against_dataset, number
 from irflow.tasks.external.specs import HttpSpec
-from irflow.tasks.http_client import Call, RetryPolicy, redact
+from irflow.tasks.http_client import Call, KeepAliveClient, RetryPolicy, keep_alive_usable, redact
 from irflow.tasks.retrieve import Searcher
 from irflow.tasks.runs import order_run
 from irflow.tasks.schema import Dataset, InputError, IrflowError
@@ -48,8 +48,6 @@ class HttpSearcher(Searcher[HttpSpec]):
     """Sends each query to the service; thread-safe, so the load curve can call it concurrently."""
 
     def __init__(self, dataset: Dataset, spec: HttpSpec) -> None:
-        import httpx
-
         super().__init__(dataset, spec)
         self.options: HttpOptions = resolve(spec.options)
         self.load_levels = self.options.load
@@ -63,12 +61,18 @@ class HttpSearcher(Searcher[HttpSpec]):
             self._secrets.append(token)
             scheme = self.options.auth_scheme
             headers[self.options.auth_header] = f"{scheme} {token}" if scheme else token
-        connections = max(self.options.concurrency, *self.options.load, 1)
-        self.client = httpx.Client(
-            headers=headers,
-            timeout=self.options.timeout,
-            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
-        )
+        self.client: Any
+        if keep_alive_usable(spec.url):  # a plain keep-alive connection per thread: the cheapest round trip
+            self.client = KeepAliveClient(spec.url, headers, self.options.timeout)
+        else:  # a proxy applies: httpx honours the environment's proxy settings
+            import httpx
+
+            connections = max(self.options.concurrency, *self.options.load, 1)
+            self.client = httpx.Client(
+                headers=headers,
+                timeout=self.options.timeout,
+                limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+            )
         weakref.finalize(self, self.client.close)
         policy = RetryPolicy(retries=self.options.retries, backoff=0.25, max_backoff=8.0)
         hint = f"check {self.options.auth_env}" if self.options.auth_env else "does it need a token? see auth_env"
@@ -98,6 +102,10 @@ class HttpSearcher(Searcher[HttpSpec]):
                 )
             out.append((str(doc), score))
         return out
+
+    def query(self, query_id: str, text: str, depth: int) -> Any:
+        """The round trip of one query, with the answer decoded into ``(doc id, score)`` hits."""
+        return self._query(text, depth)
 
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
         qids = queries["query_id"].astype(str).tolist()

@@ -123,6 +123,10 @@ class PluginSearcher(Searcher[PluginSpec]):
         except Exception as exc:
             raise InputError(f"system {str(self.spec)!r}: {name}() failed: {type(exc).__name__}: {exc}") from exc
 
+    def query(self, query_id: str, text: str, depth: int) -> Any:
+        """The retriever's ``search`` for one query: what latency times (irflow's checks come after)."""
+        return self._call(self.retriever.search, "search", [{"query_id": query_id, "text": text}], depth)
+
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
         qids = queries["query_id"].astype(str).tolist()
         items = [{"query_id": q, "text": t} for q, t in zip(qids, queries["text"].fillna("").astype(str))]

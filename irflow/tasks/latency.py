@@ -1,0 +1,126 @@
+"""How the latency stage times a system: one call per query, the same thread count for every system,
+repeats whose spread is reported, the clock's own cost subtracted, and the machine's load recorded.
+
+What is timed is a searcher's ``query(query_id, text, depth)``: the system's own work for one
+query (the bm25s call with its tokenisation; query encoding plus the index search; the HTTP round
+trip with the answer's decoding; a Python retriever's ``search``), not the run table irflow builds
+from it. Kept free of the searchers (plain callables) so ``tasks.retrieve`` can use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+DEFAULT_THREADS = 1
+"""Threads a system may use while its queries are timed (torch, FAISS/OpenMP, BLAS): one per query,
+as a server answering queries in parallel gives each, and the least sensitive to other load."""
+
+
+@contextlib.contextmanager
+def pinned_threads(threads: int) -> Iterator[None]:
+    """Limit torch, FAISS (OpenMP) and the BLAS pools to ``threads`` for the block, then restore them.
+
+    Only libraries already imported are touched (nothing heavy is imported to pin it).
+    """
+    restore: list[Callable[[], None]] = []
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        restore.append(lambda: torch.set_num_threads(before))
+    faiss = sys.modules.get("faiss")
+    if faiss is not None:
+        faiss_before = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(threads)
+        restore.append(lambda: faiss.omp_set_num_threads(faiss_before))
+    try:
+        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn / faiss users' stacks
+        limits = contextlib.nullcontext()
+    else:
+        limits = threadpool_limits(limits=threads)
+    try:
+        with limits:
+            yield
+    finally:
+        for undo in reversed(restore):
+            undo()
+
+
+def clock_overhead(samples: int = 2000) -> float:
+    """Seconds one timed call of a no-op costs in :func:`time_calls`'s loop (median): subtracted from every sample."""
+    noop: Callable[[], None] = lambda: None  # noqa: E731
+    spent = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        noop()
+        spent.append(time.perf_counter() - start)
+    return float(np.median(spent))
+
+
+def time_calls(calls: Sequence[Callable[[], Any]], overhead: float) -> list[float]:
+    """Seconds each call took, minus the clock ``overhead`` (never below zero)."""
+    out = []
+    for call in calls:
+        start = time.perf_counter()
+        call()
+        out.append(max(0.0, time.perf_counter() - start - overhead))
+    return out
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (None where the platform has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def spread(repeats: Sequence[Sequence[float]]) -> dict[str, Any]:
+    """p50 and p95 (ms) of each repeat, summarised as min / median / max over the repeats."""
+    per_repeat = np.array([np.percentile(np.asarray(r) * 1000.0, [50, 95]) for r in repeats])
+    out = {}
+    for column, name in enumerate(("p50", "p95")):
+        values = per_repeat[:, column]
+        out[f"{name}_ms_min"] = float(values.min())
+        out[f"{name}_ms_median"] = float(np.median(values))
+        out[f"{name}_ms_max"] = float(values.max())
+    return out
+
+
+def load_curve(call: Callable[[Any], Any], items: Sequence[Any], levels: Sequence[int]) -> tuple[dict[str, float], ...]:
+    """Throughput and latency under load: at each concurrency level, ``call(item)`` for every item by that
+    many threads at once; per level queries/s (over the wall time) and p50/p95 per call (ms)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def timed(item: Any) -> float:
+        start = time.perf_counter()
+        call(item)
+        return time.perf_counter() - start
+
+    curve = []
+    for level in levels:
+        work = list(items) * max(1, math.ceil(2 * level / len(items)))  # every thread busy at least twice
+        with ThreadPoolExecutor(max_workers=level) as pool:
+            start = time.perf_counter()
+            seconds = list(pool.map(timed, work))
+            wall = time.perf_counter() - start
+        p50, p95 = np.percentile(np.asarray(seconds) * 1000.0, [50, 95])
+        curve.append(
+            {
+                "concurrency": level,
+                "queries": len(work),
+                "queries_per_second": len(work) / wall,
+                "p50_ms": float(p50),
+                "p95_ms": float(p95),
+            }
+        )
+    return tuple(curve)
