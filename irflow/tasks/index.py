@@ -1,5 +1,6 @@
 """FAISS indexes over cached embedding matrices: exact inner product by default, HNSW, IVF and
-IVF-PQ for large corpora; ``chroma`` hands the same vectors to a Chroma server (``tasks.vectordb``).
+IVF-PQ for large corpora, ``blocks`` (exact, block by block: ``tasks.block_search``); ``chroma``
+hands the same vectors to a Chroma server (``tasks.vectordb``).
 
 Vectors are L2-normalised, so inner product is cosine similarity. An approximate index is cached
 beside the embeddings it was built from (``<embedding key dir>/index-<kind>-<hash>.faiss``,
@@ -41,6 +42,7 @@ DEFAULT_PARAMS: dict[str, dict[str, int | None]] = {
     "ivf": {"nlist": None, "nprobe": 16},
     "ivfpq": {"nlist": None, "m": None, "nbits": 8, "nprobe": 16},
     "chroma": {"M": None, "efConstruction": None, "efSearch": None},  # None: the server's default
+    "blocks": {"block_size": 65536},  # exact, in blocks of 96 MiB at d=384 (tasks.block_search); nothing built
 }
 SEARCH_PARAMS = frozenset({"efSearch", "nprobe"})
 RECALL_KS = (10, 100)
@@ -241,6 +243,10 @@ def build_index(
         from irflow.tasks.vectordb import build_chroma_index
 
         return build_chroma_index(vectors, p)
+    if kind == "blocks":
+        from irflow.tasks.block_search import BlockIndex
+
+        return BlockIndex(vectors, p["block_size"])
     return _build_faiss(vectors, kind, p, cache_dir)
 
 

@@ -66,6 +66,7 @@ INDEX_PARAMS: dict[str, tuple[str, ...]] = {  # FAISS index kind -> the integer 
     "ivf": ("nlist", "nprobe"),
     "ivfpq": ("nlist", "nprobe", "m", "nbits"),
     "chroma": ("M", "efConstruction", "efSearch"),  # a Chroma server's HNSW collection (IRFLOW_CHROMA_URL)
+    "blocks": ("block_size",),  # exact search block by block, memory bounded (tasks.block_search)
 }
 KINDS = ("bm25", "dense", "hybrid", "rerank", "run", "python", "http")  # python: the built-in plugin kind
 _BM25_OPTIONS = ("k1", "b", "backend", "method", "stemmer", "stopwords")
@@ -79,10 +80,11 @@ valid system specs:
                                     stemmer=snowball|none, stopwords=en|none
   dense:<model>                     dense:minilm, dense:sentence-transformers/all-MiniLM-L6-v2, dense:/models/e5
   dense(<options>):<model>          dense(max_seq_length=128,index=hnsw,M=32):minilm; options: max_seq_length,
-                                    query_prompt, doc_prompt, batch_size, index=flat|hnsw|ivf|ivfpq and its
+                                    query_prompt, doc_prompt, batch_size, index=flat|hnsw|ivf|ivfpq|blocks and its
                                     parameters (hnsw: M, efConstruction, efSearch; ivf: nlist, nprobe;
                                     ivfpq: nlist, nprobe, m, nbits; chroma: M, efConstruction, efSearch, a Chroma
-                                    server at IRFLOW_CHROMA_URL); quote values with spaces: query_prompt="query: "
+                                    server at IRFLOW_CHROMA_URL; blocks: block_size, exact search in blocks of that
+                                    many rows); quote values with spaces: query_prompt="query: "
   dense(<options>):openai:<model>   an OpenAI-compatible /embeddings API (OPENAI_BASE_URL, OPENAI_API_KEY), e.g.
                                     dense:openai:text-embedding-3-small; options: base_url, dimensions, key_env,
                                     batch_size (texts per request), batch_tokens, concurrency, rpm, tpm, price
