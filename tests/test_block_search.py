@@ -213,9 +213,11 @@ def test_ivfpq_from_a_sample_and_recall_against_exact(tmp_path: Path) -> None:
         bs.add_blocks(index, bs.parquet_blocks(parts, 512, 512))
 
 
-def test_dense_blocks_option_in_a_real_evaluation_equals_flat() -> None:
-    """``dense(index=blocks,block_size=100)`` on the demo dataset with the real MiniLM: the same run
-    (hence the same metrics) as the flat index, searched in 4 blocks of 128 rows."""
+def test_dense_blocks_option_in_a_real_evaluation_equals_flat(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dense(index=blocks,block_size=100)`` on the demo dataset with the real MiniLM, streamed from the
+    embedding cache's parts (the corpus matrix is never assembled): the flat index's run and metrics,
+    searched in blocks of 128 rows."""
+    from irflow.tasks import embed
     from irflow.tasks.ingest import load_dataset
     from irflow.tasks.metrics import evaluate, mean
     from irflow.tasks.retrieve import retrieve
@@ -224,11 +226,20 @@ def test_dense_blocks_option_in_a_real_evaluation_equals_flat() -> None:
     spec = parse_system("dense(max_seq_length=64,index=blocks,block_size=100):minilm")
     assert str(spec) == "dense(max_seq_length=64,index=blocks,block_size=100):sentence-transformers/all-MiniLM-L6-v2"
     dataset = load_dataset("techdocs")
-    flat = retrieve(dataset, "dense(max_seq_length=64):minilm")
-    blocks = retrieve(dataset, spec)
+    flat = retrieve(dataset, "dense(max_seq_length=64):minilm", depth=1000)
+
+    def assembled(*args: object, **kwargs: object) -> None:
+        raise AssertionError("index=blocks must not assemble the corpus matrix")
+
+    monkeypatch.setattr(embed, "embed_corpus", assembled)
+    blocks = retrieve(dataset, spec, depth=1000)
     assert blocks.info["index"] == "blocks" and blocks.info["index_block_size"] == 128
     assert blocks.info["index_blocks"] == -(-len(dataset.corpus) // 128) > 1
-    assert blocks.run.equals(flat.run)
-    metrics = ["nDCG@10", "R@100", "RR@10"]
+    assert blocks.info["index_max_block_rows"] == 128 and blocks.info["docs_encoded"] == 0  # read from the cache
+    pairs = flat.run.merge(blocks.run, on=["query_id", "doc_id"], suffixes=("_flat", "_blocks"))
+    assert len(pairs) == len(flat.run) == len(blocks.run) == len(dataset.queries) * len(dataset.corpus)
+    np.testing.assert_allclose(pairs["score_blocks"], pairs["score_flat"], rtol=0, atol=1e-6)
+    metrics = ["nDCG@10", "R@100", "RR@10", "AP@100"]
     a, b = (mean(evaluate(r.run, dataset.qrels, metrics)) for r in (flat, blocks))
     assert a == b and a["nDCG@10"] > 0.3
+    print("identical runs:", blocks.run.equals(flat.run), a)

@@ -23,6 +23,7 @@ from irflow.tasks.models import resolve_model
 from irflow.tasks.schema import Dataset
 
 if TYPE_CHECKING:
+    from irflow.tasks.index import SearchIndex
     from irflow.tasks.models import Encoder
     from irflow.tasks.systems import DenseSpec
 
@@ -103,9 +104,15 @@ def dense_search(dataset: Dataset, spec: DenseSpec, depth: int) -> pd.DataFrame:
 
     model = model_for(spec)
     spent = api_spent(model)
-    docs = embed_corpus(dataset, spec, model=model)
+    index: SearchIndex
+    if spec.index == "blocks":  # out of core: streamed from the cache's Parquet parts (tasks.dense_blocks)
+        from irflow.tasks.dense_blocks import streamed_corpus
+
+        docs, index = streamed_corpus(dataset, spec, model)
+    else:
+        docs = embed_corpus(dataset, spec, model=model)
+        index = build_index(docs.vectors, spec.index, spec.index_params, cache_dir=docs.path)
     queries = embed_queries(dataset, spec, model=model)
-    index = build_index(docs.vectors, spec.index, spec.index_params, cache_dir=docs.path)
     skip_self = dataset.ignore_identical_ids
     scores, rows = index.search(queries.vectors, depth + (1 if skip_self else 0))
 
