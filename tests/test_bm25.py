@@ -275,6 +275,8 @@ def test_measure_latency_bm25() -> None:
     assert (report.queries_total, report.threads, len(report.samples_ms)) == (3, 1, 9)
     assert report.p50_ms_min <= report.p50_ms_median <= report.p50_ms_max
     assert report.p95_ms_min <= report.p95_ms_median <= report.p95_ms_max
+    assert report.p50_ms_ci_low <= report.p50_ms <= report.p50_ms_ci_high
+    assert report.p95_ms_ci_low <= report.p95_ms_ci_high
     assert 0 <= report.clock_overhead_ms < report.p50_ms
     assert report.load_before is not None and report.load_after is not None
     with pytest.raises(ValueError):
@@ -294,6 +296,19 @@ def test_the_latency_path_ranks_as_the_run_does() -> None:
         expected = run[run["query_id"] == qid]
         hits = sorted(zip(index.doc_ids[rows[kept]].tolist(), scores[kept].tolist()), key=lambda h: (-h[1], h[0]))
         assert hits == sorted(zip(expected["doc_id"], expected["score"]), key=lambda h: (-h[1], h[0]))
+
+
+def test_latency_spread_over_repeats_and_bootstrap() -> None:
+    from irflow.tasks.latency import spread
+
+    fast, slow = [0.001 * (i + 1) for i in range(100)], [0.002 * (i + 1) for i in range(100)]
+    out = spread([fast, slow, fast])
+    assert (out["p50_ms_min"], out["p50_ms_median"], out["p50_ms_max"]) == pytest.approx((50.5, 50.5, 101.0))
+    assert out["p95_ms_min"] == pytest.approx(95.05) and out["p95_ms_max"] == pytest.approx(190.1)
+    pooled = np.percentile(np.concatenate([fast, slow, fast]) * 1000, 50)
+    assert out["p50_ms_ci_low"] < pooled < out["p50_ms_ci_high"] < 100  # resampling queries moves the median
+    assert spread([fast, slow, fast]) == out  # seeded
+    assert spread([[0.005] * 10])["p95_ms_ci_low"] == pytest.approx(5.0) == spread([[0.005] * 10])["p95_ms_ci_high"]
 
 
 def test_pinned_threads_limits_and_restores() -> None:

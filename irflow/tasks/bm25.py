@@ -292,18 +292,25 @@ class BM25Index:
         return order_run(run)
 
     def query(self, text: str, depth: int) -> tuple[np.ndarray, np.ndarray]:
-        """One query's top ``depth`` as ``(document rows, scores)`` in bm25s's order, no run table: the
-        tokenisation and the bm25s call, what the latency stage times (zero scores are kept)."""
+        """One query's top ``depth`` as ``(document rows, scores)`` in trec_eval order, no run table: the
+        tokenisation and the scoring, what the latency stage times (zero scores are kept).
+
+        One bm25s scoring pass over the corpus and an exact top-k (ties at the cut included), the
+        work ``bm25s.retrieve`` does for one query, without its batch machinery.
+        """
         k = min(int(depth), len(self.doc_ids))
-        tokens = tokenize([text], self.spec)
         if self.spec.backend != "bm25s":
-            docs, scores = self._rank_bm25_topk(tokens, k)
+            docs, scores = self._rank_bm25_topk(tokenize([text], self.spec), k)
             return docs[0], scores[0]
-        ids = self._term_ids(tokens)
-        if not ids[0] or k < 1:
+        tokenized = tokenize([text], self.spec, return_ids=True)
+        words = {i: word for word, i in tokenized.vocab.items()}
+        vocab = self.engine.vocab_dict
+        ids = [vocab[words[i]] for i in tokenized.ids[0] if words[i] in vocab]
+        if not ids or k < 1:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
-        docs, scores = self._bm25s_topk(ids, k)
-        return docs[0], scores[0]
+        full = self.engine.get_scores(ids)
+        rows = self._exact_top(full, k)
+        return rows, full[rows]
 
     def _term_ids(self, tokens: list[list[str]]) -> list[list[int]]:
         vocab = self.engine.vocab_dict

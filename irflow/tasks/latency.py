@@ -84,15 +84,34 @@ def load_average() -> float | None:
         return None
 
 
-def spread(repeats: Sequence[Sequence[float]]) -> dict[str, Any]:
-    """p50 and p95 (ms) of each repeat, summarised as min / median / max over the repeats."""
-    per_repeat = np.array([np.percentile(np.asarray(r) * 1000.0, [50, 95]) for r in repeats])
-    out = {}
-    for column, name in enumerate(("p50", "p95")):
-        values = per_repeat[:, column]
-        out[f"{name}_ms_min"] = float(values.min())
-        out[f"{name}_ms_median"] = float(np.median(values))
-        out[f"{name}_ms_max"] = float(values.max())
+def spread(repeats: Sequence[Sequence[float]], *, resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """How far p50 and p95 (ms) may move, from ``repeats`` (seconds; each repeat times the same queries in
+    the same order):
+
+    * ``p50_ms_min`` / ``_median`` / ``_max`` (and p95's): the percentile of each repeat, summarised
+      over the repeats (what rerunning on the same machine at the same moment changes);
+    * ``p50_ms_ci_low`` / ``_high`` (and p95's): a 95 % percentile-bootstrap confidence interval
+      (Efron & Tibshirani 1993, ch. 13) resampling queries with all their repeats (what another
+      draw of queries of the same kind, or another run, may give).
+    """
+    samples = np.asarray(repeats, dtype=np.float64) * 1000.0  # (repeats, queries)
+    per_repeat = np.percentile(samples, [50, 95], axis=1)  # (2, repeats)
+    rng = np.random.default_rng(seed)
+    n = samples.shape[1]
+    draws = []
+    step = max(1, 2_000_000 // samples.size)  # resamples per block: bounded memory for large query sets
+    for start in range(0, resamples, step):
+        rows = rng.integers(0, n, (min(step, resamples - start), n))
+        pooled = samples[:, rows].transpose(1, 0, 2).reshape(len(rows), -1)
+        draws.append(np.percentile(pooled, [50, 95], axis=1))
+    low, high = np.percentile(np.concatenate(draws, axis=1), [2.5, 97.5], axis=1)
+    out: dict[str, Any] = {}
+    for i, name in enumerate(("p50", "p95")):
+        out[f"{name}_ms_min"] = float(per_repeat[i].min())
+        out[f"{name}_ms_median"] = float(np.median(per_repeat[i]))
+        out[f"{name}_ms_max"] = float(per_repeat[i].max())
+        out[f"{name}_ms_ci_low"] = float(low[i])
+        out[f"{name}_ms_ci_high"] = float(high[i])
     return out
 
 

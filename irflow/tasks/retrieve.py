@@ -50,7 +50,8 @@ class LatencyReport:
     Timed: the system's own work per query (``Searcher.query``), with ``threads`` threads, the clock's
     cost (``clock_overhead_ms``) subtracted. ``queries`` of the split's ``queries_total`` were timed
     (``sample``), each ``num_runs`` times; ``p50_ms``/``p95_ms``/``p99_ms`` pool every sample, and
-    ``p50_ms_min`` … ``p95_ms_max`` summarise the per-repeat percentiles (how much a rerun may move).
+    ``p50_ms_min`` … ``p95_ms_max`` summarise the per-repeat percentiles, ``p50_ms_ci_low`` …
+    ``p95_ms_ci_high`` are 95 % bootstrap intervals over queries (:func:`tasks.latency.spread`).
     ``load_before``/``load_after``: the machine's 1-minute load average around the timing.
     A system made only of run files has no search to time: its figures are None and ``note`` says
     why. A service (``http:``) adds ``load_curve``: queries/s and latency at each concurrency level.
@@ -84,6 +85,10 @@ class LatencyReport:
     p95_ms_min: float | None = None
     p95_ms_median: float | None = None
     p95_ms_max: float | None = None
+    p50_ms_ci_low: float | None = None
+    p50_ms_ci_high: float | None = None
+    p95_ms_ci_low: float | None = None
+    p95_ms_ci_high: float | None = None
     load_before: float | None = None
     load_after: float | None = None
 
