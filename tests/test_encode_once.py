@@ -178,3 +178,14 @@ def test_format_duration() -> None:
         "?",
         "?",
     ]
+
+
+def test_progress_rate_leaves_out_what_came_before_the_first_update() -> None:
+    clock = Clock()
+    bar = progress.Progress("encode queries", 1000, unit="texts", stream=io.StringIO(), clock=clock)
+    clock.now += 50.0  # loading the model
+    bar.advance(100)
+    assert bar.rate is None and bar.line().endswith("? texts/s  ETA ?")
+    clock.now += 2.0
+    bar.advance(100)
+    assert bar.rate == 50.0 and bar.line().endswith("50.0 texts/s  ETA 0:00:16")

@@ -18,6 +18,7 @@ import itertools
 import json
 import logging
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from irflow.tasks import progress
 from irflow.tasks.atomic import publish_dir, write_json
 from irflow.tasks.config import cache_dir
 from irflow.tasks.runs import empty_run, order_run
@@ -42,10 +44,11 @@ TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 _RANK_BM25_CLASSES = {"okapi": "BM25Okapi", "bm25l": "BM25L", "bm25+": "BM25Plus"}
 
 
-def tokenize(texts: Sequence[str], spec: BM25Spec, *, return_ids: bool = False) -> Any:
+def tokenize(texts: Sequence[str], spec: BM25Spec, *, return_ids: bool = False, show_progress: bool = False) -> Any:
     """Token lists for ``texts`` under the spec's stopwords and stemmer (shared by both backends).
 
-    ``return_ids=True`` gives bm25s's ``Tokenized(ids, vocab)`` instead, which it indexes faster.
+    ``return_ids=True`` gives bm25s's ``Tokenized(ids, vocab)`` instead, which it indexes faster;
+    ``show_progress``: bm25s's own bar (texts/s, ETA), for a whole corpus on a terminal.
     """
     import bm25s
 
@@ -55,7 +58,7 @@ def tokenize(texts: Sequence[str], spec: BM25Spec, *, return_ids: bool = False) 
         stopwords="en" if spec.stopwords == "en" else None,
         stemmer=_stemmer() if spec.stemmer == "snowball" else None,
         return_ids=return_ids,
-        show_progress=False,
+        show_progress=show_progress,
     )
 
 
@@ -142,7 +145,7 @@ def corpus_tokens(dataset: Dataset, spec: BM25Spec) -> CorpusTokens:
         except (OSError, ValueError) as exc:
             log.warning("BM25 token cache %s unreadable (%s); tokenizing again", path, exc)
         shutil.rmtree(path, ignore_errors=True)
-    tokenized = tokenize(document_texts(dataset), spec, return_ids=True)
+    tokenized = tokenize(document_texts(dataset), spec, return_ids=True, show_progress=progress.enabled(sys.stderr))
     tokens = CorpusTokens.from_lists(tokenized.ids, tokenized.vocab)
     with publish_dir(path) as tmp:
         tokens.save(tmp)

@@ -1,8 +1,8 @@
 """Progress of long stages (download, ingest, encode, index, annotate) on a terminal.
 
 One line on stderr, redrawn at most every half second: what is done out of the total, the rate
-(units per second, counting only the units this process worked on, not those read from a cache)
-and the time left at that rate::
+(units per second since the first update, counting only the units this process worked on, not
+those read from a cache) and the time left at that rate::
 
     encode corpus  1,024/5,183 docs (20%)  87.3 docs/s  ETA 0:00:47
 
@@ -89,14 +89,17 @@ class Progress:
         self.clock = clock
         self.done = 0
         self.worked = 0
-        self._start = clock()
+        self._first: tuple[float, int] | None = None  # (time, worked units) at the first update
         self._drawn_at: float | None = None
 
     @property
     def rate(self) -> float | None:
-        """Worked units per second since the start (None before any)."""
-        elapsed = self.clock() - self._start
-        return self.worked / elapsed if self.worked and elapsed > 0 else None
+        """Worked units per second since the first update (None before two): what came before it, a model
+        loading or a connection opening, is not part of the rate."""
+        if self._first is None:
+            return None
+        elapsed, units = self.clock() - self._first[0], self.worked - self._first[1]
+        return units / elapsed if units > 0 and elapsed > 0 else None
 
     def line(self) -> str:
         return format_line(self.stage, self.done, self.total, self.rate, self.unit, self.scale)
@@ -105,6 +108,8 @@ class Progress:
         self.done += n
         if worked:
             self.worked += n
+        if self._first is None:
+            self._first = (self.clock(), self.worked)
         if not self.active:
             return
         now = self.clock()

@@ -33,6 +33,7 @@ from irflow.tasks.annotate.battle import (
 )
 from irflow.tasks.annotate.candidates import Texts
 from irflow.tasks.annotate.store import VoteStore
+from irflow.tasks.progress import Progress
 from irflow.tasks.schema import InputError
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,7 @@ async def judge_pairs(
         allowed = max(1, judge.concurrency)
         limits[judge.provider] = min(limits.get(judge.provider, allowed), allowed)
     semaphores = {provider: asyncio.Semaphore(n) for provider, n in limits.items()}
+    progress = Progress("annotate", len(todo), unit="votes")  # rate and ETA on a terminal only
 
     async def vote(row: Any, judge: Judge) -> dict[str, Any]:
         swap = swapped(seed, row.pair_id, judge.name)
@@ -126,6 +128,7 @@ async def judge_pairs(
             verdict = Verdict(verdict.score, verdict.reasoning, redact(verdict.error), verdict.attempts)
         score = None if verdict.score is None else (-verdict.score if swap else verdict.score) + 0.0
         stats.calls[judge.name] += 1
+        progress.advance(1)
         stats.retries[judge.name] += max(0, verdict.attempts - 1)
         if score is None:
             stats.missing[judge.name] += 1
@@ -174,6 +177,7 @@ async def judge_pairs(
             if close is not None:
                 await close()
         stats.seconds = time.perf_counter() - start
+        progress.close()
     return stats
 
 

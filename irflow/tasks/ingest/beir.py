@@ -44,6 +44,7 @@ from irflow.tasks.config import beir_base_url, cache_dir, package_data
 from irflow.tasks.ingest.canonical import CorpusSource, SplitSource
 from irflow.tasks.ingest.readers import iter_jsonl, read_qrels, require_id, require_text
 from irflow.tasks.ingest.records import DocRecord
+from irflow.tasks.progress import Progress
 from irflow.tasks.schema import DownloadError, InputError, UnknownNameError
 
 log = logging.getLogger(__name__)
@@ -153,8 +154,6 @@ def download(
     after the last retry, or a failed check raises :class:`DownloadError` and leaves nothing at
     ``dest`` (the ``.part`` file is removed; those of killed downloads are cleaned here too).
     """
-    from tqdm import tqdm
-
     dest.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(dest.parent)
     last_error: Exception | None = None
@@ -166,13 +165,13 @@ def download(
                 total = resp.headers.get("Content-Length")
                 total = int(total) if total and total.isdigit() else None
                 received = 0
-                with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, disable=None) as bar:
+                with Progress(f"download {dest.name}", total, unit="MB", scale=1e6) as bar:
                     while chunk := resp.read(CHUNK):
                         out.write(chunk)
                         h_md5.update(chunk)
                         h_sha.update(chunk)
                         received += len(chunk)
-                        bar.update(len(chunk))
+                        bar.advance(len(chunk))
                 if total is not None and received != total:
                     raise _Incomplete(f"incomplete download of {url}: got {received} of {total} bytes")
                 out.flush()
@@ -436,17 +435,19 @@ def corpus_source(root: Path) -> CorpusSource:
         raise InputError("missing corpus file; expected corpus.jsonl", path=str(path))
 
     def records() -> Iterator[DocRecord]:
-        for line, obj in iter_jsonl(path):
-            metadata = obj.get("metadata")
-            if metadata is not None and not isinstance(metadata, dict):
-                raise InputError("field 'metadata' must be a JSON object", path=str(path), line=line)
-            yield (
-                require_id(obj, "_id", path, line),
-                require_text(obj, "title", path, line, required=False),
-                require_text(obj, "text", path, line),
-                metadata,
-                line,
-            )
+        with Progress(f"ingest {path.parent.name}/{path.name}", unit="docs") as progress:
+            for line, obj in iter_jsonl(path):
+                metadata = obj.get("metadata")
+                if metadata is not None and not isinstance(metadata, dict):
+                    raise InputError("field 'metadata' must be a JSON object", path=str(path), line=line)
+                yield (
+                    require_id(obj, "_id", path, line),
+                    require_text(obj, "title", path, line, required=False),
+                    require_text(obj, "text", path, line),
+                    metadata,
+                    line,
+                )
+                progress.advance(1)
 
     return CorpusSource(str(path), records())
 
