@@ -1,0 +1,163 @@
+"""report.md's Summary and Significance sections: each comparison with the baseline, and the family
+its multiple-comparison correction runs over (:mod:`irflow.tasks.comparison_family`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from irflow.tasks.report_data import ReportData
+from irflow.tasks.report_format import format_p, img, mark, md_table, ms, num, signed
+
+
+def _family_note(data: ReportData) -> str:
+    o, m = data.options, len(data.systems) - 1
+    return (
+        f"Δ = system − baseline, per query, averaged; p = two-sided Fisher randomization test "
+        f"({o['permutations']:,} sign flips, seed {o['seed']}), {o['correction'].capitalize()}-corrected over "
+        f"the {m} comparison{'s' if m > 1 else ''} of each metric; ▲/▼ = significantly better/worse than the "
+        f"baseline at α = {o['alpha']}."
+    )
+
+
+def summary_section(document: Mapping[str, Any], data: ReportData, plot_files: Mapping[str, str]) -> list[str]:
+    h, cmp_ = data.headline, data.comparisons.set_index(["metric", "candidate"])
+    means = document["systems"]
+    costs = document.get("cost", {})
+    rows = []
+    for s in data.systems:
+        cost = ms(costs.get(s, {}), "p95_ms")
+        if s == data.baseline:
+            rows.append([f"{data.labels[s]} (baseline)", num(means[s][h]), "-", "-", "-", "", "-", cost])
+            continue
+        r = cmp_.loc[(h, s)]
+        rows.append(
+            [
+                data.labels[s],
+                num(means[s][h]),
+                signed(r.delta),
+                f"[{signed(r.ci_low)}, {signed(r.ci_high)}]",
+                format_p(r.p_adjusted),
+                mark(r),
+                f"{r.wins}/{r.ties}/{r.losses}",
+                cost,
+            ]
+        )
+    headers = ["system", h, "Δ vs baseline", f"{data.ci_label} of Δ", "p (adj.)", "sig", "W/T/L", "P95 latency ms"]
+    lines = ["## Summary", "", _family_note(data), "", *md_table(headers, rows, "lrrlrclr"), ""]
+    grid = []
+    for m in data.measures:
+        cells = [m]
+        for s in data.systems:
+            if s == data.baseline:
+                cells.append(num(means[s][m]))
+            else:
+                r = cmp_.loc[(m, s)]
+                cells.append(f"{num(means[s][m])} ({signed(r.delta)}) {mark(r)}".rstrip())
+        grid.append(cells)
+    lines += [
+        "All metrics (Δ vs baseline in parentheses):",
+        "",
+        *md_table(["metric", *(data.labels[s] for s in data.systems)], grid, "l" + "r" * len(data.systems)),
+        "",
+    ]
+    lines += img(plot_files, "distribution", f"per-query {h}") + img(plot_files, "curves", "metric at k")
+    return lines
+
+
+def significance_section(data: ReportData, plot_files: Mapping[str, str]) -> list[str]:
+    if len(data.systems) < 2:
+        return ["## Significance", "", "Only one system: nothing to compare.", ""]
+    n = int(data.comparisons["n"].iloc[0])
+    correction = "Holm 1979" if data.options["correction"] == "holm" else "Bonferroni"
+    lines = [
+        "## Significance",
+        "",
+        f"Paired over the {n} queries (the unit of comparison is the query, never repeated runs of a "
+        "deterministic system). Tests: paired t-test; Wilcoxon signed-rank (zero differences dropped, "
+        "average ranks for ties, no continuity correction; "
+        f"{_wilcoxon_methods(data)}); Fisher randomization test (Smucker, Allan & Carterette 2007), "
+        f"the primary test, corrected for multiple comparisons ({correction}); {data.ci_label} of the mean difference "
+        f"by paired bootstrap ({data.options['bootstrap']:,} resamples, {_CI_METHODS[data.options['ci']]}); "
+        "d_z = mean Δ / sd of Δ (|d_z| ≈ 0.2 small, 0.5 medium, 0.8 large; Cohen 1988).",
+        "",
+    ]
+    lines += _comparison_table(data, data.comparisons)
+    if data.pairwise is not None:
+        lines += [
+            f"All pairs on {data.headline} (one family of {len(data.pairwise)} comparisons):",
+            "",
+            *_comparison_table(data, data.pairwise, pairs=True),
+        ]
+    lines += img(plot_files, "differences", f"per-query difference in {data.headline}")
+    return lines
+
+
+_CI_METHODS = {
+    "bca": "BCa, Efron 1987, expanded for small samples as Hesterberg 2015",
+    "percentile": "percentile interval",
+}
+_WILCOXON_METHODS = {
+    "exact": "exact null distribution",
+    "permutation": "exact over every sign flip (zeros or ties)",
+    "normal": "normal approximation with tie-corrected variance",
+}
+
+
+def _wilcoxon_methods(data: ReportData) -> str:
+    """Which null distribution the Wilcoxon p-values used, e.g. "here: normal approximation ..." ."""
+    methods = data.comparisons["wilcoxon_method"] if "wilcoxon_method" in data.comparisons else pd.Series(dtype=str)
+    counts = methods.value_counts()
+    if counts.empty:
+        return "scipy"
+    if len(counts) == 1:
+        return f"here: {_WILCOXON_METHODS.get(str(counts.index[0]), str(counts.index[0]))}"
+    parts = [f"{_WILCOXON_METHODS.get(str(m), str(m))} for {n}" for m, n in counts.items()]
+    return "here: " + ", ".join(parts) + f" of {int(counts.sum())} comparisons"
+
+
+def _comparison_table(data: ReportData, table: pd.DataFrame, pairs: bool = False) -> list[str]:
+    rows = []
+    for r in table.itertuples():
+        who = f"{data.labels[r.candidate]} vs {data.labels[r.baseline]}" if pairs else data.labels[r.candidate]
+        rows.append(
+            [
+                r.metric,
+                who,
+                signed(r.delta),
+                f"[{signed(r.ci_low)}, {signed(r.ci_high)}]",
+                num(r.effect_size, 2),
+                f"{r.wins}/{r.ties}/{r.losses}",
+                num(r.t_stat, 2),
+                format_p(r.p_ttest),
+                num(r.w_stat, 1),
+                format_p(r.p_wilcoxon),
+                format_p(r.p_randomization),
+                format_p(r.p_adjusted),
+                mark(r),
+            ]
+        )
+    return [
+        *md_table(
+            [
+                "metric",
+                "comparison" if pairs else "system",
+                "Δ",
+                data.ci_label,
+                "d_z",
+                "W/T/L",
+                "t",
+                "p (t)",
+                "W",
+                "p (Wilcoxon)",
+                "p (rand.)",
+                "p (adj.)",
+                "sig",
+            ],
+            rows,
+            "llrlrlrrrrrrc",
+        ),
+        "",
+    ]
