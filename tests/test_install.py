@@ -85,7 +85,7 @@ def test_installed_wheel_runs_the_demo_from_a_folder_that_shadows_generic_names(
         [str(site / "bin" / "irflow"), "run"], cwd=project, env=env, capture_output=True, text=True, timeout=900
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    metrics = json.loads((project / "results" / "techdocs" / "metrics.json").read_text())
+    metrics = json.loads((project / "results" / "techdocs" / "latest" / "metrics.json").read_text())
     assert len(metrics["systems"]) == 3 and "bm25" in metrics["systems"]  # the default systems, canonically named
     assert (project / "mlruns" / "mlflow.db").is_file()
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import signal
 import sys
 from typing import Any
+
+from irflow.flows.terminal import configure_logging as _configure_logging
+from irflow.flows.terminal import metrics_table as _metrics_table
 
 _MAP_FIELDS = (
     *("corpus.doc_id", "corpus.title", "corpus.text"),
@@ -137,30 +139,46 @@ def cmd_datasets_import(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from irflow.flows.evaluate import DEFAULT_METRICS, DEFAULT_SYSTEMS, check_arguments, validate
-    from irflow.flows.tracking_cli import configure_run, stage_libraries
+    from irflow.flows.evaluate import (
+        DEFAULT_METRICS,
+        DEFAULT_SYSTEMS,
+        check_arguments,
+        claim_output,
+        release_output,
+        validate,
+    )
+    from irflow.flows.tracking_cli import configure_run, run_summary, stage_libraries
+    from irflow.tasks.run_identity import run_name
 
     systems = list(args.system or DEFAULT_SYSTEMS)
     metrics = list(args.metric or DEFAULT_METRICS)
     if args.dry_run:
         return _print_api_plan(args, systems)
     specs, _ = validate(args.dataset, [args.baseline, *systems] if args.baseline else systems, metrics)  # in a second
-    output = str(check_arguments(args.dataset, args.split, args.depth, args.latency_runs, args.output))
-    flow, extra = configure_run(args, stage_libraries(specs))  # the tracking store is checked before any stage
-    document = flow(
-        dataset=args.dataset,
-        systems=systems,
-        metrics=metrics,
-        split=args.split,
-        depth=args.depth,
-        output=output,
-        latency_runs=args.latency_runs,
-        baseline=args.baseline,
-        **extra,
-    )
+    check_arguments(args.dataset, args.split, args.depth, args.latency_runs)
+    output = claim_output(args.dataset, args.output, args.overwrite, run_name(args.dataset, specs))
+    try:
+        flow, extra = configure_run(args, stage_libraries(specs))  # the tracking store is checked before any stage
+        document = flow(
+            dataset=args.dataset,
+            systems=systems,
+            metrics=metrics,
+            split=args.split,
+            depth=args.depth,
+            output=str(output),
+            latency_runs=args.latency_runs,
+            baseline=args.baseline,
+            overwrite=args.overwrite,
+            run_name=output.name if args.output is None else None,
+            **extra,
+        )
+    finally:
+        if args.output is None:
+            release_output(output)  # only when the run left it empty
     print()
     print(_metrics_table(document))
     print(f"\nresults: {output}/ (metrics.json, per_query.parquet, runs/, report.md, plots/)")
+    print(run_summary(document))
     return 0
 
 
@@ -194,15 +212,6 @@ def _print_api_plan(args: argparse.Namespace, systems: list[str]) -> int:
         total = None if total is None or None in parts else total + sum(p for p in parts if p is not None)
     print(f"total: {usd(total)} (dry run: nothing was sent)")
     return 0
-
-
-def _metrics_table(document: dict[str, Any]) -> str:
-    measures = document["measures"]
-    width = max(len(s) for s in document["systems"]) if document["systems"] else 6
-    head = f"{'system':<{width}}  " + "  ".join(f"{m:>9}" for m in measures)
-    rows = [f"{s:<{width}}  " + "  ".join(f"{v[m]:>9.4f}" for m in measures) for s, v in document["systems"].items()]
-    ds = document["dataset"]
-    return f"{ds['name']} ({ds['split']}): {ds['queries']} judged queries\n" + "\n".join([head, *rows])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -281,7 +290,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", action="append", metavar="NAME", help="metric, repeatable (e.g. nDCG@10, R@100)")
     p.add_argument("--baseline", metavar="SPEC", help="the system the others are compared with (default: the first)")
     p.add_argument("--depth", type=int, default=100, help="hits per query (default 100, at most 1000)")
-    p.add_argument("--output", metavar="DIR", help="result folder (default: results/<dataset>)")
+    p.add_argument(
+        "--output", metavar="DIR", help="result folder (default: a new results/<dataset>/<run name>/ and a latest link)"
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the results of another run in --output (refused otherwise)"
+    )
     p.add_argument("--latency-runs", type=int, default=3, help="timed repetitions per query (0: skip latency)")
     p.add_argument(
         "--dry-run", action="store_true", help="print the calls, tokens and USD of API embedding models, run nothing"
@@ -309,27 +323,6 @@ QUIET_SERVICES = {  # no network here and no telemetry anywhere; a loaded machin
     "MLFLOW_DISABLE_TELEMETRY": "true",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
 }
-
-
-class _LogFormatter(logging.Formatter):
-    """``LEVEL logger: message``, naming the Prefect task or flow run a record comes from."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
-        run = getattr(record, "task_run_name", None) or getattr(record, "flow_run_name", None)
-        return line.replace(": ", f": [{run}] ", 1) if run and run != "<unknown>" else line
-
-
-def _configure_logging(verbose: bool) -> None:
-    """INFO and up on stderr (DEBUG with -v); the level is set on the handler too, because some
-    libraries (bm25s) give their own loggers a DEBUG level; httpx's one-line-per-request INFO is off."""
-    level = logging.DEBUG if verbose else logging.INFO
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setLevel(level)
-    handler.setFormatter(_LogFormatter("%(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler])
-    if not verbose:
-        logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def _prefect_api() -> Any:

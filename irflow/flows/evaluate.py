@@ -7,6 +7,8 @@ the tracking store are checked before any expensive stage runs; results are publ
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -19,12 +21,13 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from irflow.flows.stages import embed_stage, track_task
 from irflow.tasks import report as report_stage
+from irflow.tasks import run_identity
 from irflow.tasks.atomic import write_json
 from irflow.tasks.experiment import check_models
 from irflow.tasks.ingest import EMBEDDED, check_name, list_datasets, load_dataset
 from irflow.tasks.metrics import evaluate as evaluate_metrics
 from irflow.tasks.metrics import mean, parse_measures
-from irflow.tasks.output_folder import check_output, publish
+from irflow.tasks.output_folder import publish
 from irflow.tasks.retrieve import measure_latency, retrieval_costs, retrieve
 from irflow.tasks.runs import validate_depth
 from irflow.tasks.schema import Dataset, DownloadError, InputError, IrflowError, UnknownNameError
@@ -34,10 +37,6 @@ from irflow.tasks.tracking import TrackingOptions, check_tracking
 DEFAULT_DATASET = "techdocs"
 DEFAULT_SYSTEMS = ("bm25", "dense:minilm", "hybrid:bm25+dense:minilm")
 DEFAULT_METRICS = ("nDCG@10", "nDCG@100", "R@10", "R@100", "P@10", "RR@10", "AP@100", "Success@10", "Rprec")
-
-
-def default_output(dataset: str) -> Path:
-    return Path("results") / dataset.replace("/", "_")
 
 
 def _network_failure(task: Any, task_run: Any, state: Any) -> bool:
@@ -57,9 +56,9 @@ def validate(dataset: str, systems: Sequence[str], metrics: Sequence[str]) -> tu
     return specs, [m.name for m in parse_measures(metrics)]
 
 
-def check_arguments(dataset: str, split: str | None, depth: int, latency_runs: int, output: str | Path | None) -> Path:
+def check_arguments(dataset: str, split: str | None, depth: int, latency_runs: int) -> None:
     """The other arguments of an evaluation, checked with the specs and metrics before any work
-    (each error names the argument and what was expected); returns the output folder."""
+    (each error names the argument and what was expected)."""
     try:
         validate_depth(depth)
     except InputError:
@@ -69,7 +68,42 @@ def check_arguments(dataset: str, split: str | None, depth: int, latency_runs: i
     splits = dataset_splits(dataset)
     if split is not None and splits is not None and split not in splits:
         raise UnknownNameError(f"--split: {dataset} has no split {split!r}; available: {', '.join(splits) or '(none)'}")
-    return check_output(output if output is not None else default_output(dataset))
+
+
+def claim_output(dataset: str, output: str | Path | None, overwrite: bool, name: str) -> Path:
+    """The result folder: ``output`` (refused when it holds another run's results, unless ``overwrite``)
+    or, without one, a new ``results/<dataset>/<name>/`` claimed now."""
+    if output is None:
+        return run_identity.claim_default_output(dataset, name)
+    return run_identity.check_explicit_output(output, overwrite)
+
+
+def release_output(output: str | Path) -> None:
+    """Remove a claimed result folder that a failed run left empty."""
+    with contextlib.suppress(OSError):
+        Path(output).rmdir()
+
+
+def _flow_run_name() -> str:
+    """Prefect's name for an evaluate flow run: the ``run_name`` parameter, else dataset, systems and time."""
+    from prefect.runtime import flow_run
+
+    params = flow_run.parameters
+    if params.get("run_name"):
+        return str(params["run_name"])
+    systems = [params.get("baseline"), *(params.get("systems") or DEFAULT_SYSTEMS)]
+    return run_identity.run_name(str(params.get("dataset") or DEFAULT_DATASET), [s for s in systems if s])
+
+
+def _run_ids(name: str) -> dict[str, Any]:
+    """The run's identity for metrics.json: its name and the Prefect flow run (id, and UI URL when a UI is known)."""
+    from prefect import runtime
+    from prefect.settings import PREFECT_UI_URL
+
+    ids: dict[str, Any] = {"name": name, "prefect_flow_run_id": runtime.flow_run.id}
+    if PREFECT_UI_URL.value() and runtime.flow_run.id:
+        ids["prefect_flow_run_url"] = runtime.flow_run.ui_url
+    return {k: v for k, v in ids.items() if v}
 
 
 def dataset_splits(name: str) -> list[str] | None:
@@ -152,7 +186,11 @@ def report_task(
 
 
 # one stage at a time by default (`--task-runner dask`: with_options); cast as Prefect does for its own default
-@flow(name="evaluate", task_runner=cast("TaskRunner[PrefectFuture[Any]]", ThreadPoolTaskRunner(max_workers=1)))
+@flow(
+    name="evaluate",
+    flow_run_name=_flow_run_name,
+    task_runner=cast("TaskRunner[PrefectFuture[Any]]", ThreadPoolTaskRunner(max_workers=1)),
+)
 def evaluate_flow(
     dataset: str = DEFAULT_DATASET,
     systems: Sequence[str] = DEFAULT_SYSTEMS,
@@ -165,18 +203,49 @@ def evaluate_flow(
     seed: int = 0,
     tracking: TrackingOptions = TrackingOptions(),
     strict: bool = True,
+    overwrite: bool = False,
+    run_name: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``systems`` on ``dataset``; returns the metrics document also written to ``output``.
 
     Every system is compared with ``baseline`` (default: the first system; added if not listed).
     A failing system does not lose the others: their results are written and tracked, then the
     flow fails naming it (``strict=False``: the document lists it under ``failed`` instead).
+    The run's name (``run_name``, default dataset, systems and time) names the Prefect flow run, the
+    MLflow run and the default result folder ``results/<dataset>/<name>/``; ``output`` holding another
+    run's results is refused unless ``overwrite``.
     """
+    from prefect import runtime
+
     specs, measures = validate(dataset, [baseline, *systems] if baseline else systems, metrics)
     specs = list(dict.fromkeys(specs))
-    output = str(check_arguments(dataset, split, depth, latency_runs, output))
+    check_arguments(dataset, split, depth, latency_runs)
+    name = run_name or runtime.flow_run.name or run_identity.run_name(dataset, specs)
+    claimed = output is None
+    output = str(claim_output(dataset, output, overwrite, name))
+    try:
+        return _evaluate(dataset, specs, measures, split, depth, output, latency_runs, seed, tracking, strict, name)
+    finally:
+        if claimed:
+            release_output(output)  # only when the run left it empty
+
+
+def _evaluate(
+    dataset: str,
+    specs: list[str],
+    measures: list[str],
+    split: str | None,
+    depth: int,
+    output: str,
+    latency_runs: int,
+    seed: int,
+    tracking: TrackingOptions,
+    strict: bool,
+    name: str,
+) -> dict[str, Any]:
     if tracking.enabled:  # a store that cannot be written fails now, naming its URI, before any stage runs
         check_tracking(experiment=tracking.experiment)
+        tracking = tracking.model_copy(update={"run_name": name, "started_ms": int(time.time() * 1000)})
     data = ingest_task(dataset, split)
     embedded = embed_stage(data, specs)
     failed = embedding_failures(specs, embedded)
@@ -198,12 +267,14 @@ def evaluate_flow(
     base = specs[0] if specs[0] not in failed else evaluations[0].system
     comparisons = significance_task(evaluations, measures, base, seed)
     document = report_task(output, data, evaluations, measures, depth, base, comparisons, seed)
+    document = {**document, "run": _run_ids(name)}
+    if run_identity.is_default_output(dataset, output):
+        run_identity.point_latest(output)
     if tracking.enabled:
         document = {**document, "mlflow": track_task(output, tracking, infos, failed, embedded, seed)}
     if failed:
         document = {**document, "failed": failed}
-    if tracking.enabled or failed:  # metrics.json names its MLflow run and the failed systems too
-        write_json(Path(output) / "metrics.json", document)
+    write_json(Path(output) / "metrics.json", document)  # names the run, its MLflow run and the failed systems
     if failed:
         if strict:
             raise SystemsFailed(

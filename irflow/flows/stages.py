@@ -174,6 +174,8 @@ def track_task(
         parent=options.parent_run_id,
         tags=prefect_tags(),
         seeds={"seed.significance": seed, "seed.latency": seed},
+        run_name=options.run_name,
+        start_time=options.started_ms,
         encode_rates={
             s: e["encoded"] / e["seconds"]
             for s, e in embedded.items()

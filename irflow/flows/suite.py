@@ -125,9 +125,7 @@ def run_suite(
     labels = experiment.labels()
     with task_runner_scope(task_runner, scheduler) as runner:
         for dataset in experiment.datasets:
-            evaluate = evaluate_flow.with_options(
-                flow_run_name=f"evaluate {dataset}", **({"task_runner": runner} if runner else {})
-            )
+            evaluate = evaluate_flow.with_options(**({"task_runner": runner} if runner else {}))
             try:
                 document = evaluate(
                     dataset=dataset,
@@ -140,6 +138,7 @@ def run_suite(
                     baseline=experiment.baseline_spec(),
                     seed=experiment.seed,
                     strict=False,
+                    overwrite=True,  # the suite's own folder, checked by suite_output
                     tracking=TrackingOptions(
                         experiment=experiment.mlflow_experiment, parent_run_id=run_id, labels=labels
                     ),

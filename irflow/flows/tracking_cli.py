@@ -58,6 +58,20 @@ def configure_run(args: argparse.Namespace, preload: list[str]) -> tuple[Any, di
     }
 
 
+def run_summary(document: dict[str, Any]) -> str:
+    """The last line of ``irflow run``: the run's name, its MLflow run (and UI URL) and its Prefect flow run."""
+    run, mlflow = document.get("run") or {}, document.get("mlflow") or {}
+    parts = [f"run {run.get('name', '?')}"]
+    if mlflow.get("run_id"):
+        parts.append(f"MLflow run {mlflow['run_id']}" + (f" {mlflow['url']}" if mlflow.get("url") else ""))
+    else:
+        parts.append("MLflow: not tracked")
+    if run.get("prefect_flow_run_id"):
+        url = run.get("prefect_flow_run_url")
+        parts.append(f"Prefect flow run {run['prefect_flow_run_id']}" + (f" {url}" if url else ""))
+    return "; ".join(parts)
+
+
 def stage_libraries(specs: list[str]) -> list[str]:
     """Heavy libraries the stages of these systems import: loaded while a temporary Prefect server starts."""
     from irflow.tasks.experiment import models_of
@@ -200,5 +214,6 @@ __all__ = [
     "cmd_suite",
     "configure_run",
     "format_changes",
+    "run_summary",
     "stage_libraries",
 ]

@@ -57,7 +57,7 @@ from irflow.tasks.tracking_store import (
     tracking_uri,
 )
 
-RESULT_FILES = ("metrics.json", "per_query.parquet", "significance.csv", "report.md")
+RESULT_FILES = ("metrics.json", "per_query.parquet", "significance.csv", "report.md", "report.html")
 RESULT_DIRS = ("runs", "plots")
 
 
@@ -68,6 +68,8 @@ class TrackingOptions(BaseModel):
     experiment: str = DEFAULT_EXPERIMENT
     parent_run_id: str | None = Field(None, description="nest the evaluation run under this MLflow run (suites)")
     labels: dict[str, str] = Field(default_factory=dict, description="system spec -> label used as the run name")
+    run_name: str | None = Field(None, description="the evaluation's name (default: dataset and split)")
+    started_ms: int | None = Field(None, description="when the evaluation began (ms since the epoch; default: now)")
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,8 @@ def log_evaluation(
     metrics: Mapping[str, float] | None = None,
     seeds: Mapping[str, int] | None = None,
     encode_rates: Mapping[str, float] | None = None,
+    run_name: str | None = None,
+    start_time: int | None = None,
 ) -> LoggedEvaluation:
     """Log the result folder ``output`` (written by the report stage) as an evaluation run with a
     child run per system; a system in ``failed`` (spec -> error) gets a FAILED child run.
@@ -99,7 +103,9 @@ def log_evaluation(
     ``infos`` are the retrievals' info trees (resolved index parameters, model identities, encode
     counts); ``labels`` name systems (spec -> label, default the spec); ``tags`` (e.g. the Prefect
     flow run) go on every run; ``encode_rates`` (dense spec -> documents/s measured by this run's
-    embed stage) fill in ``documents_per_second`` where latency was not measured.
+    embed stage) fill in ``documents_per_second`` where latency was not measured. ``run_name`` names
+    the evaluation run (default ``<dataset> (<split>)``); ``start_time`` (ms since the epoch, when the
+    flow began) makes its duration the evaluation's, not the logging's.
     """
     output = Path(output)
     document: MetricsDocument = json.loads((output / "metrics.json").read_text(encoding="utf-8"))
@@ -112,7 +118,8 @@ def log_evaluation(
     base = {**dataset_params(dataset), **common_params(seeds), "depth": document.get("depth")}
     tags = {"irflow.dataset": dataset["name"], **(tags or {})}
 
-    run_id = tracker.start(f"{dataset['name']} ({dataset['split']})", "evaluation", parent=parent, tags=tags)
+    name = run_name or f"{dataset['name']} ({dataset['split']})"
+    run_id = tracker.start(name, "evaluation", parent=parent, tags=tags, start_time=start_time)
     encoded = sum(texts_encoded(i) for i in infos.values())
     tracker.log(
         run_id,

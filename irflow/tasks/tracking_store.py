@@ -143,12 +143,21 @@ class Tracker:
                     self._experiment_id = str(again.experiment_id)
         return self._experiment_id
 
-    def start(self, name: str, kind: str, *, parent: str | None = None, tags: Mapping[str, Any] | None = None) -> str:
-        """Create a run (status RUNNING) and return its id."""
+    def start(
+        self,
+        name: str,
+        kind: str,
+        *,
+        parent: str | None = None,
+        tags: Mapping[str, Any] | None = None,
+        start_time: int | None = None,
+    ) -> str:
+        """Create a run (status RUNNING, begun at ``start_time`` ms since the epoch, default now); return its id."""
         all_tags = {KIND: kind, **{k: str(v) for k, v in (tags or {}).items() if v is not None}}
         if parent:
             all_tags[PARENT] = parent
-        return str(self.client.create_run(self.experiment_id, tags=all_tags, run_name=name).info.run_id)
+        run = self.client.create_run(self.experiment_id, start_time=start_time, tags=all_tags, run_name=name)
+        return str(run.info.run_id)
 
     def log(
         self,

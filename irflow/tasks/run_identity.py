@@ -1,0 +1,114 @@
+"""Run identity: one readable name per evaluation, used by Prefect, MLflow and the result folder.
+
+A name reads ``<dataset>_<system labels>_<UTC time>``, e.g.
+``techdocs_bm25_minilm_hybrid-bm25+minilm_20261124-070812``: it sorts by dataset, then says what
+was compared and when. Every character is safe in a file name, a Prefect flow-run name and an
+MLflow run name, so the three show the same string.
+
+Result folders default to ``results/<dataset>/<run name>/``, beside a ``latest`` symlink to the
+newest one; a folder is claimed (created empty) before any work, so two runs never share one. An
+explicit ``--output`` that already holds another run's results is refused unless ``overwrite``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from irflow.tasks.atomic import temp_name
+from irflow.tasks.output_folder import check_output
+from irflow.tasks.schema import InputError
+
+RESULTS_ROOT = Path("results")
+LATEST = "latest"
+MARKER = "metrics.json"
+MAX_LABELS = 4
+MAX_LABEL_CHARS = 40
+
+
+def system_label(spec: str) -> str:
+    """A short, file-name-safe label of a system spec: model paths cut to their last part, ``dense:``
+    dropped (a model alias says it), other kinds kept with ``-`` for ``:`` (``hybrid-bm25+minilm``)."""
+    label = re.sub(r"(?<=[:@+(])(?:[^:@+()/]*/)+", "", spec)  # dense:org/model -> dense:model
+    label = re.sub(r"(?:(?<=^)|(?<=[+(]))dense:", "", label)
+    label = re.sub(r"[^A-Za-z0-9.+=,-]+", "-", label).strip("-")
+    return label[:MAX_LABEL_CHARS].rstrip("-") or "system"
+
+
+def run_name(dataset: str, systems: Sequence[str], when: dt.datetime | None = None) -> str:
+    """``<dataset>_<labels>_<YYYYmmdd-HHMMSS>`` (UTC); past :data:`MAX_LABELS` systems, ``+N`` stands for the rest."""
+    when = (when or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
+    labels = list(dict.fromkeys(system_label(s) for s in systems))
+    if len(labels) > MAX_LABELS:
+        labels = [*labels[: MAX_LABELS - 1], f"+{len(labels) - MAX_LABELS + 1}"]
+    return "_".join([dataset_folder(dataset), *labels, when.strftime("%Y%m%d-%H%M%S")])
+
+
+def dataset_folder(dataset: str) -> str:
+    """The folder of a dataset's runs under ``results/`` (``beir/scifact`` -> ``beir_scifact``)."""
+    return dataset.replace("/", "_")
+
+
+def default_root(dataset: str) -> Path:
+    return RESULTS_ROOT / dataset_folder(dataset)
+
+
+def claim_default_output(dataset: str, name: str) -> Path:
+    """Create ``results/<dataset>/<name>/`` empty (``<name>-2``, ... when taken) and return it."""
+    root = default_root(dataset)
+    check_output(root, marker=None)
+    root.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, 1000):
+        target = root / (name if attempt == 1 else f"{name}-{attempt}")
+        with contextlib.suppress(FileExistsError):
+            target.mkdir()
+            return target
+    raise InputError(f"--output: could not claim a new result folder under {root}")
+
+
+def check_explicit_output(path: str | os.PathLike[str], overwrite: bool) -> Path:
+    """An explicit ``--output``: refused when it holds another run's results unless ``overwrite``
+    (publishing then replaces the folder whole, so none of that run's files stay with the new ones)."""
+    target = check_output(path)
+    if not overwrite and (target / MARKER).is_file():
+        raise InputError(
+            f"--output {str(path)!r}: the folder holds another run's results ({MARKER}); pass --overwrite "
+            "to replace them, or leave out --output for a new folder under results/<dataset>/"
+        )
+    return target
+
+
+def is_default_output(dataset: str, output: str | os.PathLike[str]) -> bool:
+    """True when ``output`` is a run folder under ``results/<dataset>/`` (its ``latest`` link is kept)."""
+    return Path(output).absolute().parent == default_root(dataset).absolute()
+
+
+def point_latest(output: str | os.PathLike[str]) -> Path:
+    """Point ``<parent>/latest`` at ``output`` (relative symlink, swapped in with one rename)."""
+    output = Path(output)
+    link = output.parent / LATEST
+    tmp = output.parent / temp_name(LATEST, "link")
+    os.symlink(output.name, tmp)
+    try:
+        os.replace(tmp, link)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+    return link
+
+
+__all__ = [
+    "LATEST",
+    "check_explicit_output",
+    "claim_default_output",
+    "dataset_folder",
+    "default_root",
+    "is_default_output",
+    "point_latest",
+    "run_name",
+    "system_label",
+]

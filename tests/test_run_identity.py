@@ -1,0 +1,94 @@
+"""Run identity: readable run names, one result folder per run, a ``latest`` link, no silent overwrite."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from irflow.tasks import run_identity
+from irflow.tasks.schema import InputError
+
+WHEN = dt.datetime(2026, 11, 24, 7, 8, 12, tzinfo=dt.UTC)
+
+
+def test_run_names_say_dataset_systems_and_time() -> None:
+    specs = ["bm25", "dense:sentence-transformers/all-MiniLM-L6-v2", "hybrid:bm25+dense:minilm"]
+    name = run_identity.run_name("techdocs", specs, WHEN)
+    assert name == "techdocs_bm25_all-MiniLM-L6-v2_hybrid-bm25+minilm_20261124-070812"
+    many = run_identity.run_name("beir/scifact", [f"dense:m{i}" for i in range(6)], WHEN)
+    assert many == "beir_scifact_m0_m1_m2_+3_20261124-070812"
+    assert all(c.isalnum() or c in "_-+.=," for c in run_identity.run_name("x", ["http:https://h/x?q=1 y"], WHEN))
+
+
+def test_default_folders_are_claimed_once_and_latest_follows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = run_identity.claim_default_output("beir/scifact", "run")
+    second = run_identity.claim_default_output("beir/scifact", "run")  # same second: a new folder, never shared
+    assert (first.name, second.name) == ("run", "run-2") and first.parent == Path("results/beir_scifact")
+    assert run_identity.is_default_output("beir/scifact", second) and not run_identity.is_default_output("x", second)
+    (first / "metrics.json").write_text("{}")
+    link = run_identity.point_latest(first)
+    assert (link / "metrics.json").is_file() and os.readlink(link) == "run"  # relative: the tree can move
+    run_identity.point_latest(second)
+    assert os.readlink(link) == "run-2" and sorted(p.name for p in first.parent.iterdir()) == ["latest", "run", "run-2"]
+
+
+def test_an_explicit_output_with_another_runs_results_needs_overwrite(tmp_path: Path) -> None:
+    (tmp_path / "metrics.json").write_text("{}")
+    with pytest.raises(InputError, match=r"another run's results.*--overwrite"):
+        run_identity.check_explicit_output(tmp_path, overwrite=False)
+    assert run_identity.check_explicit_output(tmp_path, overwrite=True) == tmp_path
+    assert run_identity.check_explicit_output(tmp_path / "new", overwrite=False) == tmp_path / "new"
+
+
+def _irflow(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "IRFLOW_CACHE_DIR": str(cwd / "cache"),
+        "PREFECT_HOME": str(cwd / "prefect"),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{cwd / 'mlflow.db'}",
+        "HF_HUB_OFFLINE": "1",
+    }
+    command = [sys.executable, "-m", "irflow.flows.cli", "run", "--system", "bm25", "--latency-runs", "0", *args]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_two_runs_keep_both_folders_and_name_their_runs(tmp_path: Path) -> None:
+    """Two default runs of the demo dataset keep two folders; metrics.json and the last line name the
+    MLflow run and the Prefect flow run; an explicit --output of another run is refused, and with
+    --overwrite replaced whole, so none of the old run's files reach the new MLflow run."""
+    import mlflow
+
+    done = [_irflow(tmp_path), _irflow(tmp_path)]
+    assert [d.returncode for d in done] == [0, 0], done[0].stderr[-3000:] + done[1].stderr[-3000:]
+    root = tmp_path / "results" / "techdocs"
+    folders = sorted(p for p in root.iterdir() if p.name != "latest")
+    assert len(folders) == 2 and all(p.name.startswith("techdocs_bm25_") for p in folders)
+    assert (root / "latest").resolve() == folders[-1].resolve()
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    for folder, run in zip(folders, done):
+        document = json.loads((folder / "metrics.json").read_text())
+        assert document["run"]["name"] == folder.name
+        mlflow_run = mlflow.get_run(document["mlflow"]["run_id"])
+        assert mlflow_run.info.run_name == folder.name
+        assert mlflow_run.data.tags["prefect.flow_run_name"] == folder.name
+        assert mlflow_run.data.tags["prefect.flow_run_id"] == document["run"]["prefect_flow_run_id"]
+        last = run.stdout.strip().splitlines()[-1]
+        assert document["mlflow"]["run_id"] in last and document["run"]["prefect_flow_run_id"] in last, last
+
+    old = folders[0]
+    refused = _irflow(tmp_path, "--output", str(old))
+    assert refused.returncode == 2 and "--overwrite" in refused.stderr
+    (old / "runs" / "stale_system.trec").write_text("q1 Q0 d1 1 1.0 stale\n")
+    replaced = _irflow(tmp_path, "--output", str(old), "--overwrite")
+    assert replaced.returncode == 0, replaced.stderr[-3000:]
+    assert sorted(p.name for p in (old / "runs").iterdir()) == ["bm25.trec"]
+    document = json.loads((old / "metrics.json").read_text())
+    artifacts = mlflow.MlflowClient().list_artifacts(document["mlflow"]["run_id"], "runs")
+    assert [Path(a.path).name for a in artifacts] == ["bm25.trec"]
