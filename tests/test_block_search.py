@@ -98,6 +98,28 @@ def test_partials_on_row_ranges_merge_to_the_same_result_in_any_order() -> None:
         assert np.array_equal(merged[0], whole[0]) and np.array_equal(merged[1], whole[1])
 
 
+def test_row_ranges_searched_on_dask_workers(tmp_path: Path) -> None:
+    """A real Dask cluster (two in-process workers) maps ``search_rows`` over row ranges of Parquet
+    parts; the merge of what the workers send back is the flat index's top-k."""
+    from dask.distributed import Client, LocalCluster
+
+    vectors = _unit(2000, 16, 11)
+    parts = _write_parts(tmp_path, vectors, [1000, 1000])
+    queries = np.random.default_rng(12).standard_normal((30, 16)).astype(np.float32)
+    ranges = bs.row_ranges(len(vectors), 256, workers=2)
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0") as cluster,
+        Client(cluster) as client,
+    ):
+        futures = [client.submit(bs.search_rows, parts, lo, hi, queries, 50, 256, pure=True) for lo, hi in ranges]
+        partials = client.gather(futures)
+        workers = set().union(*client.who_has(futures).values())  # where each range was searched
+    scores, rows = bs.merge_topk(partials, 50)
+    flat = _flat(vectors, queries, 50)
+    assert len(workers) == 2 and len(partials) == 2
+    assert np.array_equal(scores, flat[0]) and np.array_equal(rows, flat[1])
+
+
 def _write_parts(folder: Path, vectors: np.ndarray, sizes: list[int]) -> list[Path]:
     from irflow.tasks.embed_cache import part_path, write_part
 
@@ -119,8 +141,7 @@ def test_streamed_from_embedding_cache_parts(tmp_path: Path) -> None:
     streamed = bs.block_search(queries, bs.parquet_blocks(parts, 100), 100)
     assert np.array_equal(streamed[0], flat[0]) and np.array_equal(streamed[1], flat[1])
     ranges = bs.row_ranges(1300, 100, workers=4)
-    partials = [bs.block_search(queries, bs.parquet_blocks(parts, 100, lo, hi), 100) for lo, hi in ranges]
-    merged = bs.merge_topk(partials, 100)
+    merged = bs.merge_topk([bs.search_rows(parts, lo, hi, queries, 100, 100) for lo, hi in ranges], 100)
     assert np.array_equal(merged[1], flat[1])
     tied = _tied_corpus(1300, 24, 300, 6)  # with ties: the same rule as blocks of a matrix
     tied_parts = _write_parts(tmp_path / "tied", tied, [700, 600])

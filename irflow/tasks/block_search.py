@@ -234,6 +234,14 @@ def parquet_rows(parts: Sequence[str | Path]) -> int:
     return sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
 
 
+def search_rows(
+    parts: Sequence[str | Path], start: int, stop: int, queries: np.ndarray, k: int, block_size: int
+) -> TopK:
+    """Exact top-``k`` over rows ``[start, stop)`` of Parquet ``parts`` (a range of :func:`row_ranges`):
+    what one Dask worker runs; :func:`merge_topk` over every range's result gives the whole search."""
+    return block_search(queries, parquet_blocks(parts, block_size, start, stop), k)
+
+
 # ---------------------------------------------------------------------------------------------
 # IVF-PQ trained on a sample
 
