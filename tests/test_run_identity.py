@@ -47,7 +47,10 @@ def test_an_explicit_output_with_another_runs_results_needs_overwrite(tmp_path: 
     assert run_identity.check_explicit_output(tmp_path / "new", overwrite=False) == tmp_path / "new"
 
 
-def _irflow(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+BM25_VARIANTS = ("--system", "bm25", "--system", "bm25:k1=1.2,b=0.75", "--system", "bm25:k1=2.0,b=0.3")
+
+
+def _irflow(cwd: Path, *args: str, systems: tuple[str, ...] = ("--system", "bm25")) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
         "IRFLOW_CACHE_DIR": str(cwd / "cache"),
@@ -55,17 +58,23 @@ def _irflow(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         "MLFLOW_TRACKING_URI": f"sqlite:///{cwd / 'mlflow.db'}",
         "HF_HUB_OFFLINE": "1",
     }
-    command = [sys.executable, "-m", "irflow.flows.cli", "run", "--system", "bm25", "--latency-runs", "0", *args]
+    command = [sys.executable, "-m", "irflow.flows.cli", "run", *systems, "--latency-runs", "0", *args]
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_two_runs_keep_both_folders_and_name_their_runs(tmp_path: Path) -> None:
+def test_two_runs_keep_both_folders_and_name_their_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Two default runs of the demo dataset keep two folders; metrics.json and the last line name the
-    MLflow run and the Prefect flow run; an explicit --output of another run is refused, and with
-    --overwrite replaced whole, so none of the old run's files reach the new MLflow run."""
+    MLflow run and the Prefect flow run; irflow compare takes folders and run names, says its family
+    and agrees with report.md's per-metric family; an explicit --output of another run is refused,
+    and with --overwrite replaced whole, so none of the old run's files reach the new MLflow run."""
     import mlflow
+    import pandas as pd
 
-    done = [_irflow(tmp_path), _irflow(tmp_path)]
+    from irflow.flows.cli import main
+
+    done = [_irflow(tmp_path), _irflow(tmp_path, systems=BM25_VARIANTS)]
     assert [d.returncode for d in done] == [0, 0], done[0].stderr[-3000:] + done[1].stderr[-3000:]
     root = tmp_path / "results" / "techdocs"
     folders = sorted(p for p in root.iterdir() if p.name != "latest")
@@ -81,6 +90,23 @@ def test_two_runs_keep_both_folders_and_name_their_runs(tmp_path: Path) -> None:
         assert mlflow_run.data.tags["prefect.flow_run_id"] == document["run"]["prefect_flow_run_id"]
         last = run.stdout.strip().splitlines()[-1]
         assert document["mlflow"]["run_id"] in last and document["run"]["prefect_flow_run_id"] in last, last
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    tables = []
+    for refs in ([str(f) for f in folders], [f.name for f in folders]):  # result folders, then run names
+        assert main(["compare", *refs, "--permutations", "1000"]) == 0
+        out = capsys.readouterr().out
+        assert "holm-corrected over all 9 comparison(s) in this table (every system × metric)" in out
+        tables.append(out.split("\n", 2)[2])
+    assert tables[0] == tables[1]
+    assert main(["compare", str(folders[1]), "--metric", "nDCG@10", "--metric", "R@100"]) == 0
+    out = capsys.readouterr().out
+    assert "holm-corrected per metric (family: the 2 comparison(s) of each metric)" in out and "report.md" in out
+    report = pd.read_csv(folders[1] / "significance.csv").set_index(["candidate", "metric"])
+    rows = [line.split() for line in out.splitlines() if line.startswith("techdocs ")]
+    assert len(rows) == 4
+    for row in rows:  # dataset system metric before after delta [ci, ci] p p_adj ...
+        assert float(row[9]) == pytest.approx(report.loc[(row[1], row[2]), "p_adjusted"], abs=6e-5)
 
     old = folders[0]
     refused = _irflow(tmp_path, "--output", str(old))

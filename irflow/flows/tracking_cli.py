@@ -104,14 +104,17 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from irflow.tasks import regression
     from irflow.tasks.schema import InputError
-    from irflow.tasks.tracking import KIND, Tracker, snapshot
+    from irflow.tasks.tracking import KIND, Tracker
 
+    if len(args.runs) == 1:
+        return _compare_within(args)
     tracker = Tracker(args.experiment)
     if args.runs:
         if len(args.runs) != 2:
-            raise InputError("irflow compare takes two MLflow run ids (or --last N)")
+            raise InputError(
+                "irflow compare takes two runs (result folders, run names or MLflow run ids), or one folder"
+            )
         pairs = [tuple(args.runs)]
     else:
         found = tracker.search(f"tags.`{KIND}` = '{args.kind}'", max_results=args.last)
@@ -119,25 +122,109 @@ def cmd_compare(args: argparse.Namespace) -> int:
             raise InputError(f"experiment {args.experiment!r} has {len(found)} {args.kind} run(s); need 2 to compare")
         ids = [r.info.run_id for r in reversed(found)]  # oldest first
         pairs = list(zip(ids, ids[1:]))
-    for before_id, after_id in pairs:
-        before, after = snapshot(tracker, before_id), snapshot(tracker, after_id)
-        if len(before.keys) == 1 and len(after.keys) == 1 and before.keys != after.keys:  # two systems head to head
-            name = f"{before.keys[0][1]} -> {after.keys[0][1]}"
-            before = type(before)(before.per_query.assign(system=name), before.params)
-            after = type(after)(after.per_query.assign(system=name), after.params)
-        changes = regression.paired_changes(
-            before.per_query,
-            after.per_query,
-            args.metric or None,
-            correction=args.correction,
-            permutations=args.permutations,
-            seed=args.seed,
-        )
-        print(
-            f"\n{before_id} -> {after_id}: after − before, paired by query; p = randomization test, "
-            f"{args.correction}-corrected over {len(changes)} comparisons"
-        )
-        print(format_changes(changes, args.alpha) if len(changes) else "  nothing in common to compare")
+    for before_ref, after_ref in pairs:
+        _compare_pair(args, tracker, before_ref, after_ref)
+    return 0
+
+
+def _compare_pair(args: argparse.Namespace, tracker: Any, before_ref: str, after_ref: str) -> None:
+    """Print the paired changes between two runs, with the family the correction ran over."""
+    import pandas as pd
+
+    from irflow.tasks import regression
+    from irflow.tasks.significance import correct
+
+    before, after = _snapshot(tracker, before_ref), _snapshot(tracker, after_ref)
+    if len(before.keys) == 1 and len(after.keys) == 1 and before.keys != after.keys:  # two systems head to head
+        name = f"{before.keys[0][1]} -> {after.keys[0][1]}"
+        before = type(before)(before.per_query.assign(system=name), before.params)
+        after = type(after)(after.per_query.assign(system=name), after.params)
+    changes = regression.paired_changes(
+        before.per_query,
+        after.per_query,
+        args.metric or None,
+        correction=args.correction,
+        permutations=args.permutations,
+        seed=args.seed,
+    )
+    if args.family == "metric" and len(changes):  # one family per dataset and metric, as report.md
+        groups = changes.groupby(["dataset", "metric"], sort=False)["p_randomization"]
+        changes["p_adjusted"] = pd.concat([pd.Series(correct(g.tolist(), args.correction), g.index) for _, g in groups])
+    print(
+        f"\n{before_ref} -> {after_ref}: after − before, paired by query; p = randomization test "
+        f"({args.permutations:,} permutations, seed {args.seed}), {family_text(args.correction, args.family, changes)}"
+    )
+    print(format_changes(changes, args.alpha) if len(changes) else "  nothing in common to compare")
+
+
+def family_text(correction: str, family: str, table: Any) -> str:
+    """What a correction ran over, said in the output: the whole table, or each metric's comparisons."""
+    if family == "metric":
+        sizes = table.groupby(["dataset", "metric"]).size() if len(table) else []
+        counts = sorted(set(int(n) for n in sizes))
+        each = "/".join(map(str, counts)) or "0"
+        return f"{correction}-corrected per metric (family: the {each} comparison(s) of each metric)"
+    return f"{correction}-corrected over all {len(table)} comparison(s) in this table (every system × metric)"
+
+
+def _snapshot(tracker: Any, ref: str) -> Any:
+    """A run's per-query values: from MLflow (a folder's own run when it was tracked), else from the folder's files."""
+    from pathlib import Path
+
+    from irflow.tasks.results import load_results
+    from irflow.tasks.tracking import snapshot
+    from irflow.tasks.tracking_read import Snapshot, resolve_run
+
+    folder = Path(ref)
+    if folder.is_dir() and not _tracked(folder):
+        stored = load_results(folder)
+        name = str(stored.document["dataset"]["name"])
+        keys: dict[tuple[str, str], dict[str, str]] = {(name, s): {} for s in stored.systems}
+        table = stored.per_query.assign(dataset=name)
+        return Snapshot(table[["dataset", "system", "query_id", "metric", "value"]], keys)
+    return snapshot(tracker, resolve_run(tracker, ref))
+
+
+def _tracked(folder: Any) -> bool:
+    import json
+
+    try:
+        document = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return bool((document.get("mlflow") or {}).get("run_id"))
+
+
+def _compare_within(args: argparse.Namespace) -> int:
+    """``irflow compare FOLDER``: every system of one evaluation against its baseline, one family per
+    metric, exactly as report.md's significance table (same test, permutations and seed)."""
+    from irflow.tasks.results import load_results
+    from irflow.tasks.significance import compare_all
+
+    stored = load_results(args.runs[0])
+    measures = args.metric or stored.document["measures"]
+    table = compare_all(
+        stored.per_query,
+        measures,
+        stored.baseline,
+        correction=args.correction,
+        permutations=args.permutations,
+        bootstrap=1000,
+        seed=args.seed,
+        alpha=args.alpha,
+    )
+    changes = table.assign(
+        dataset=stored.document["dataset"]["name"],
+        system=table["candidate"],
+        before=table["baseline_mean"],
+        after=table["candidate_mean"],
+    )
+    print(
+        f"\n{args.runs[0]}: each system − baseline {stored.baseline}, paired by query; p = randomization test "
+        f"({args.permutations:,} permutations, seed {args.seed}), {family_text(args.correction, 'metric', changes)}"
+        " — the family of report.md"
+    )
+    print(format_changes(changes, args.alpha) if len(changes) else "  only one system: nothing to compare")
     return 0
 
 
@@ -168,13 +255,16 @@ def format_changes(changes: Any, alpha: float = 0.05) -> str:
 
 def add_orchestration_parsers(subparsers: Any) -> None:
     """Register ``compare``, ``suite`` and ``nightly`` on the ``irflow`` sub-command parsers."""
-    p = subparsers.add_parser("compare", help="paired comparison of two MLflow runs (or the last N of an experiment)")
+    p = subparsers.add_parser(
+        "compare", help="paired comparison of two runs (or the last N of an experiment, or the systems of one folder)"
+    )
     p.add_argument(
         "runs",
         nargs="*",
-        metavar="RUN_ID",
-        help="two MLflow run ids: suite, evaluation or system runs "
-        "(systems are matched by label; two system runs are compared head to head)",
+        metavar="RUN",
+        help="two runs, each a result folder, a run name or an MLflow run id (suite, evaluation or system runs; "
+        "systems are matched by label; two system runs are compared head to head); or one result folder: its "
+        "systems against its baseline, corrected per metric as report.md",
     )
     p.add_argument("--experiment", default="irflow", help="MLflow experiment for --last (default: irflow)")
     p.add_argument(
@@ -193,6 +283,13 @@ def add_orchestration_parsers(subparsers: Any) -> None:
     p.add_argument("--metric", action="append", metavar="NAME", help="only this metric (repeatable)")
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--correction", choices=["holm", "bonferroni"], default="holm")
+    p.add_argument(
+        "--family",
+        choices=["all", "metric"],
+        default="all",
+        help="what the correction runs over: all = every row of the table (default); metric = each metric's "
+        "comparisons (report.md's family)",
+    )
     p.add_argument("--permutations", type=int, default=10_000)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_compare)
@@ -213,6 +310,7 @@ __all__ = [
     "cmd_compare",
     "cmd_suite",
     "configure_run",
+    "family_text",
     "format_changes",
     "run_summary",
     "stage_libraries",

@@ -57,6 +57,38 @@ def _per_query(tracker: Tracker, run_id: str) -> pd.DataFrame:
             return pd.DataFrame(columns=["system", "query_id", "metric", "value"])
 
 
+def resolve_run(tracker: Tracker, ref: str) -> str:
+    """The MLflow run id ``ref`` stands for: a result folder (its metrics.json names its run), a run id,
+    or a run name of this experiment (irflow's readable names, e.g. ``techdocs_bm25_20261124-070812``)."""
+    import json
+    from pathlib import Path
+
+    folder = Path(ref)
+    if folder.is_dir():
+        try:
+            document = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise TrackingError(f"{ref}: not a result folder (metrics.json unreadable: {err})") from None
+        run_id = (document.get("mlflow") or {}).get("run_id")
+        if not run_id:
+            raise TrackingError(f"{ref}: the run was not tracked in MLflow (metrics.json has no mlflow.run_id)")
+        return str(run_id)
+    escaped = ref.replace("\\", "\\\\").replace("'", "\\'")
+    named = tracker.search(f"attributes.run_name = '{escaped}'", max_results=10)
+    if len(named) > 1:
+        ids = ", ".join(r.info.run_id for r in named)
+        raise TrackingError(f"{ref!r} names {len(named)} MLflow runs of {tracker.experiment!r} ({ids}); pass an id")
+    if named:
+        return str(named[0].info.run_id)
+    try:
+        return str(tracker.client.get_run(ref).info.run_id)
+    except Exception:
+        raise TrackingError(
+            f"{ref!r} is neither a result folder, nor a run name of experiment {tracker.experiment!r}, "
+            f"nor an MLflow run id in {redact(tracker.uri)}"
+        ) from None
+
+
 def _evaluation_snapshot(tracker: Tracker, run: Any) -> Snapshot:
     dataset = run.data.tags.get("irflow.dataset") or run.data.params.get("dataset.name", "?")
     systems = tracker.children(run, "system")
@@ -76,4 +108,4 @@ def _system_snapshot(tracker: Tracker, run: Any) -> Snapshot:
     )
 
 
-__all__ = ["Snapshot", "snapshot"]
+__all__ = ["Snapshot", "resolve_run", "snapshot"]
