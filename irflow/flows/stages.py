@@ -216,6 +216,13 @@ def make_task_runner(kind: str = "default", address: str | None = None, workers:
     return DaskTaskRunner(cluster_class="distributed.LocalCluster", cluster_kwargs=local_cluster_options(workers))
 
 
+WORKER_LOG_FORMAT = {  # Dask workers log through Prefect's own config: give it irflow's one format (flows.terminal)
+    "PREFECT_LOGGING_FORMATTERS_STANDARD_FORMAT": "%(levelname)s %(name)s: %(message)s",
+    "PREFECT_LOGGING_FORMATTERS_STANDARD_FLOW_RUN_FMT": "%(levelname)s %(name)s: [%(flow_run_name)s] %(message)s",
+    "PREFECT_LOGGING_FORMATTERS_STANDARD_TASK_RUN_FMT": "%(levelname)s %(name)s: [%(task_run_name)s] %(message)s",
+}
+
+
 def local_cluster_options(workers: int | None = None) -> dict[str, Any]:
     """A LocalCluster on 127.0.0.1 (dashboard on a free port) whose workers report to this process's
     Prefect API, the ephemeral one included (else each worker would start a server of its own)."""
@@ -229,7 +236,7 @@ def local_cluster_options(workers: int | None = None) -> dict[str, Any]:
         "processes": True,
         "host": "127.0.0.1",
         "dashboard_address": "127.0.0.1:0",
-        "env": {"PREFECT_API_URL": api_url},
+        "env": {"PREFECT_API_URL": api_url, **WORKER_LOG_FORMAT},
     }
 
 

@@ -107,23 +107,29 @@ def per_query_distribution(
 
 
 def metric_curves(curves: pd.DataFrame, path: str | os.PathLike[str], labels: Mapping[str, str]) -> Path:
-    """One panel per measure family: mean value against cutoff k, one line per system."""
+    """One panel per measure family: mean value at each measured cutoff k, one marker per system.
+
+    The cutoffs are categories, evenly spaced and unconnected: a line from k=10 to k=100 would claim
+    values at k=20..90 that were never measured."""
     families = list(dict.fromkeys(curves["family"]))
     fig, axes = _figure(1, len(families), figsize=(max(4.2 * len(families), 6), 4.0), squeeze=False)
     colors = _colors(labels)
+    present = [s for s in labels if (curves["system"] == s).any()]
+    width = 0.5 / max(len(present), 1)
     for ax, family in zip(axes[0], families):
         part = curves[curves["family"] == family]
-        for s in labels:
+        ks = sorted(part["k"].unique())
+        slot = {k: i for i, k in enumerate(ks)}
+        for j, s in enumerate(present):
             line = part[part["system"] == s]
             if len(line):
-                ax.plot(line["k"], line["value"], marker="o", color=colors[s], label=labels[s])
-        ks = sorted(part["k"].unique())
-        ax.set_xscale("log")
-        ax.set_xticks(ks, [str(k) for k in ks])
-        ax.minorticks_off()
-        ax.set_xlabel("cutoff k")
+                x = [slot[k] + (j - (len(present) - 1) / 2) * width for k in line["k"]]
+                ax.scatter(x, line["value"], marker="o", s=40, color=colors[s], edgecolor="black", label=labels[s])
+        ax.set_xticks(range(len(ks)), [str(k) for k in ks])
+        ax.set_xlim(-0.6, len(ks) - 0.4)
+        ax.set_xlabel("cutoff k (measured values only)")
         ax.set_title(f"{family}@k")
-        ax.grid(alpha=0.3)
+        ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("mean over queries")
     _legend(fig, axes[0][0])
     return _save(fig, path)
@@ -178,6 +184,17 @@ def document_share_bars(
     return _save(fig, path)
 
 
+def _plain_log_ticks(axis: Any, decades: float) -> None:
+    """Label a log axis at 1-2-5 steps in plain numbers, minor ticks unlabelled: matplotlib's default
+    labels every minor tick of a short range, and they overlap."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 2.5 else (1.0,)))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    axis.set_minor_locator(LogLocator(base=10, subs=tuple(range(1, 10))))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def latency(costs: Mapping[str, Mapping[str, Any]], path: str | os.PathLike[str], labels: Mapping[str, str]) -> Path:
     """Per-query search latency per system (log scale): a box plot of the raw samples when the cost
     holds ``samples_ms``, else the recorded p50, p95 and p99 and the mean."""
@@ -196,8 +213,11 @@ def latency(costs: Mapping[str, Mapping[str, Any]], path: str | os.PathLike[str]
                 widths=0.5,
                 whis=(1, 99),
                 showfliers=True,
-                flierprops={"markersize": 3},
+                flierprops={"markersize": 3, "markeredgecolor": colors[s]},
                 boxprops={"color": colors[s]},
+                whiskerprops={"color": colors[s]},
+                capprops={"color": colors[s]},
+                medianprops={"color": "black", "linewidth": 1.5},  # the median, not another system
             )
         else:
             values = [cost[k] for k, _, _ in marks[:3]]
@@ -222,8 +242,12 @@ def latency(costs: Mapping[str, Mapping[str, Any]], path: str | os.PathLike[str]
     low = min(min(costs[s].get(k) or np.inf for k, _, _ in marks) for s in systems)
     high = max(max(costs[s].get(k) or 0 for k, _, _ in marks) for s in systems)
     ax.set_xlim(low / 1.6, high * 1.6)
-    runs = {(costs[s].get("queries"), costs[s].get("num_runs")) for s in systems}
-    detail = ", ".join(f"{q} queries × {r} run{'s' if r != 1 else ''}" for q, r in sorted(runs, key=str))
+    _plain_log_ticks(ax.xaxis, float(np.log10(high * 1.6) - np.log10(low / 1.6)))
+    runs = {(costs[s].get("queries"), costs[s].get("queries_total"), costs[s].get("num_runs")) for s in systems}
+    detail = ", ".join(
+        f"{q}{f' of {t}' if t and t != q else ''} queries × {r} repeat{'s' if r != 1 else ''}"
+        for q, t, r in sorted(runs, key=str)
+    )
     ax.set_xlabel(f"search latency per query, ms (log scale; {detail})")
     ax.set_title("Latency per query")
     ax.grid(axis="x", which="both", alpha=0.3)

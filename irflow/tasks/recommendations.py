@@ -58,6 +58,12 @@ def recommendations(document: Mapping[str, Any], data: ReportData) -> list[str]:
             f"the difference is not significant after {r.correction.capitalize()} correction (adjusted p "
             f"{_p(r.p_adjusted)}; {why}): on these {r.n} queries choose on cost, or add queries."
         )
+    tied = [s for s in data.systems if s != best and same_value(means[s], means[best])]
+    if tied:
+        out.append(
+            f"Tied: {', '.join(lab[s] for s in tied)} {'has' if len(tied) == 1 else 'have'} the same mean {h} as "
+            f"{lab[best]} ({means[best]:.4f}, equal unrounded)."
+        )
     if best != base and p95[best] and p95[base]:
         ratio = p95[best] / p95[base]
         out.append(
@@ -82,24 +88,43 @@ def recommendations(document: Mapping[str, Any], data: ReportData) -> list[str]:
     return out
 
 
+def same_value(a: float, b: float) -> bool:
+    """Ties are decided on the unrounded values; only float noise (1e-12) is forgiven."""
+    return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12)
+
+
+def two_values(a: float, b: float, digits: int = 3) -> str:
+    """``a vs b`` with as many decimals (3 to 6) as it takes for different values not to print alike."""
+    while digits < 6 and f"{a:.{digits}f}" == f"{b:.{digits}f}":
+        digits += 1
+    return f"{a:.{digits}f} vs {b:.{digits}f}"
+
+
 def _segment_wins(data: ReportData, best: str) -> list[str]:
-    wins = []
+    wins, ties = [], []
     for column, table in data.segments.items():
         for _, r in table.iterrows():
-            winner = max(data.systems, key=lambda s: r[s])
-            if winner != best and r["queries"] >= 5 and r[winner] > r[best]:
-                wins.append(
-                    f"{data.labels[winner]} on {column} = {r[column]} ({int(r['queries'])} queries, "
-                    f"{r[winner]:.3f} vs {r[best]:.3f})"
-                )
-    if not wins:
-        return [f"{data.labels[best]} is also best in every segment of 5 or more queries."] if data.segments else []
-    return [
-        f"Where {data.labels[best]} is not the best ({data.headline}): "
-        + "; ".join(wins[:6])
-        + ("; …" if len(wins) > 6 else "")
-        + "."
-    ]
+            if r["queries"] < 5:
+                continue
+            ahead = [s for s in data.systems if r[s] > r[best] and not same_value(r[s], r[best])]
+            where = f"{column} = {r[column]} ({int(r['queries'])} queries"
+            if ahead:
+                winner = max(ahead, key=lambda s: r[s])
+                wins.append(f"{data.labels[winner]} on {where}, {two_values(r[winner], r[best])})")
+            elif tied := [s for s in data.systems if s != best and same_value(r[s], r[best])]:
+                ties.append(f"{where}: {', '.join(data.labels[s] for s in tied)} tied at {r[best]:.3f})")
+    out = []
+    if wins:
+        out.append(_listed(f"Where {data.labels[best]} is not the best ({data.headline}): ", wins))
+    elif data.segments:
+        out.append(f"{data.labels[best]} is also best or tied in every segment of 5 or more queries.")
+    if ties:
+        out.append(_listed(f"Tied with {data.labels[best]} ({data.headline}): ", ties))
+    return out
+
+
+def _listed(lead: str, items: list[str], most: int = 6) -> str:
+    return lead + "; ".join(items[:most]) + ("; …" if len(items) > most else "") + "."
 
 
 def _preferences(data: ReportData) -> list[str]:

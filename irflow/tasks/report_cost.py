@@ -9,6 +9,22 @@ from irflow.tasks.report_data import ReportData
 from irflow.tasks.report_format import img, md_table, ms
 
 
+def _seconds(c: Mapping[str, Any], key: str, stage: str) -> str:
+    """A stage's seconds, ``cached`` where this run loaded it instead (``tasks.fresh_costs``), else ``-``."""
+    value = c.get(key)
+    cached = [part for part in c.get("cached") or () if part.startswith(stage)]
+    if value is not None:
+        return f"{value:.1f}" + (" + cached" if cached else "")
+    return "cached" if cached else "-"
+
+
+def _rate(c: Mapping[str, Any]) -> str:
+    value = c.get("documents_per_second")
+    if value is not None:
+        return f"{value:,.0f}"
+    return "cached" if any(part.startswith("embeddings") for part in c.get("cached") or ()) else "-"
+
+
 def cost_section(document: Mapping[str, Any], data: ReportData, plot_files: Mapping[str, str]) -> list[str]:
     costs = document.get("cost", {})
     if not any(costs.get(s) for s in data.systems):
@@ -18,7 +34,6 @@ def cost_section(document: Mapping[str, Any], data: ReportData, plot_files: Mapp
     for s in data.systems:
         c = costs.get(s, {})
         qps = c.get("queries_per_second")
-        build = c.get("index_build_seconds")
         rows.append(
             [
                 data.labels[s],
@@ -26,7 +41,8 @@ def cost_section(document: Mapping[str, Any], data: ReportData, plot_files: Mapp
                 ms(c, "p95_ms"),
                 ms(c, "p99_ms"),
                 f"{qps:.1f}" if qps is not None else "-",
-                f"{build:.1f}" if build is not None else "-",
+                _seconds(c, "index_build_seconds", "index"),
+                _rate(c),
                 f"{c['retrieve_seconds']:.1f}" if c.get("retrieve_seconds") is not None else "-",
                 *([f"{c['index_recall_at_100']:.3f}" if "index_recall_at_100" in c else "exact"] if recall else []),
             ]
@@ -34,21 +50,94 @@ def cost_section(document: Mapping[str, Any], data: ReportData, plot_files: Mapp
     return [
         "## Cost",
         "",
-        "Search latency per query after warm-up, one query at a time; index build and batch "
-        "retrieval of all queries in seconds"
+        "Search latency per query after warm-up, one query at a time; index build, corpus encoding "
+        "(documents/s) and batch retrieval of all queries by this run. `cached`: this run loaded that stage from "
+        "its cache, so it has no time of its own (the first run's time is not this run's)"
         + ("; recall@100 of approximate indexes against exact search on the same vectors." if recall else "."),
         "",
         *md_table(
-            ["system", "p50 ms", "p95 ms", "p99 ms", "queries/s", "index build s", "batch retrieve s"]
+            ["system", "p50 ms", "p95 ms", "p99 ms", "queries/s", "index build s", "encode docs/s", "batch retrieve s"]
             + (["recall@100 vs exact"] if recall else []),
             rows,
-            "lrrrrrr" + ("r" if recall else ""),
+            "lrrrrrrr" + ("r" if recall else ""),
         ),
         "",
+        *latency_method(costs, data),
         *img(plot_files, "latency", "latency per query"),
         *_load_table(costs, data),
         *_api_table(costs, data),
     ]
+
+
+def _sampled(c: Mapping[str, Any]) -> str:
+    timed, total = c.get("queries"), c.get("queries_total")
+    if total is not None and timed is not None and timed < total:
+        return f"{timed:,} of {total:,} queries (seeded sample)"
+    return f"all {timed:,} queries" if timed is not None else "?"
+
+
+def _range(c: Mapping[str, Any], key: str) -> str:
+    low, high = c.get(f"{key}_min"), c.get(f"{key}_max")
+    return f"{low:.2f}–{high:.2f}" if low is not None and high is not None else "-"
+
+
+def _interval(c: Mapping[str, Any], key: str) -> str:
+    low, high = c.get(f"{key}_ci_low"), c.get(f"{key}_ci_high")
+    return f"[{low:.2f}, {high:.2f}]" if low is not None and high is not None else "-"
+
+
+def _load(c: Mapping[str, Any]) -> str:
+    before, after = c.get("load_before"), c.get("load_after")
+    if before is None and after is None:
+        return "-"
+    return " → ".join(f"{x:.2f}" for x in (before, after) if x is not None)
+
+
+def latency_method(costs: Mapping[str, Any], data: ReportData) -> list[str]:
+    """What each latency figure measured: queries timed (of how many), repeats, warm-up, threads, the spread
+    over repeats and queries, and the machine's load average around the timing. Fields a latency record
+    lacks are shown as ``-``."""
+    timed = [s for s in data.systems if costs.get(s, {}).get("p50_ms") is not None]
+    if not timed:
+        return []
+    first = costs[timed[0]]
+    same = all(
+        (costs[s].get("queries"), costs[s].get("queries_total"), costs[s].get("num_runs"))
+        == (first.get("queries"), first.get("queries_total"), first.get("num_runs"))
+        for s in timed
+    )
+    lines = ["### How latency was measured", ""]
+    if same:
+        threads = f", {first['threads']} thread{'s' if first['threads'] != 1 else ''}" if first.get("threads") else ""
+        lines += [
+            f"Each system timed on {_sampled(first)}, each query searched on its own "
+            f"{first.get('num_runs', '?')} time(s) after {first.get('warmup', '?')} warm-up queries{threads}; "
+            "p50/p95/p99 over every timed search. Per repeat: the p50 of that repeat (min–max over repeats); "
+            "95% CI: bootstrap over queries. Load: the machine's 1-minute load average before → after the "
+            "timing (a loaded machine slows every system).",
+            "",
+        ]
+    rows = [
+        [
+            data.labels[s],
+            _sampled(costs[s]),
+            str(costs[s].get("num_runs", "-")),
+            _range(costs[s], "p50_ms"),
+            _interval(costs[s], "p50_ms"),
+            _interval(costs[s], "p95_ms"),
+            _load(costs[s]),
+        ]
+        for s in timed
+    ]
+    lines += [
+        *md_table(
+            ["system", "queries timed", "repeats", "p50 ms per repeat", "p50 ms 95% CI", "p95 ms 95% CI", "load"],
+            rows,
+            "llrrrrr",
+        ),
+        "",
+    ]
+    return lines
 
 
 def _api_table(costs: Mapping[str, Any], data: ReportData) -> list[str]:

@@ -8,17 +8,32 @@ from typing import Any
 
 import pandas as pd
 
+from irflow.tasks.comparison_family import families
 from irflow.tasks.report_data import ReportData
 from irflow.tasks.report_format import format_p, img, mark, md_table, ms, num, signed
 
 
+def family_sentence(data: ReportData) -> str:
+    """The family the adjusted p-values of the comparisons with the baseline were corrected over: which
+    comparisons, how many, which method (each metric is a family of its own)."""
+    found = families(data.comparisons)
+    if not found:
+        return "Only one system: nothing is compared, so nothing is corrected."
+    headline = next((f for f in found if data.headline in f.metrics), found[0])
+    text = f"Adjusted p: {headline.describe(data.labels)}"
+    if len(found) > 1:
+        text += f"; each of the other {len(found) - 1} metrics is a family of its own, of the same pairs"
+    return text + "."
+
+
 def _family_note(data: ReportData) -> str:
-    o, m = data.options, len(data.systems) - 1
+    o = data.options
+    if len(data.systems) < 2:
+        return family_sentence(data)
     return (
         f"Δ = system − baseline, per query, averaged; p = two-sided Fisher randomization test "
-        f"({o['permutations']:,} sign flips, seed {o['seed']}), {o['correction'].capitalize()}-corrected over "
-        f"the {m} comparison{'s' if m > 1 else ''} of each metric; ▲/▼ = significantly better/worse than the "
-        f"baseline at α = {o['alpha']}."
+        f"({o['permutations']:,} sign flips, seed {o['seed']}); ▲/▼ = significantly better/worse than the "
+        f"baseline at α = {o['alpha']} after correction. {family_sentence(data)}"
     )
 
 
@@ -71,7 +86,6 @@ def significance_section(data: ReportData, plot_files: Mapping[str, str]) -> lis
     if len(data.systems) < 2:
         return ["## Significance", "", "Only one system: nothing to compare.", ""]
     n = int(data.comparisons["n"].iloc[0])
-    correction = "Holm 1979" if data.options["correction"] == "holm" else "Bonferroni"
     lines = [
         "## Significance",
         "",
@@ -79,15 +93,17 @@ def significance_section(data: ReportData, plot_files: Mapping[str, str]) -> lis
         "deterministic system). Tests: paired t-test; Wilcoxon signed-rank (zero differences dropped, "
         "average ranks for ties, no continuity correction; "
         f"{_wilcoxon_methods(data)}); Fisher randomization test (Smucker, Allan & Carterette 2007), "
-        f"the primary test, corrected for multiple comparisons ({correction}); {data.ci_label} of the mean difference "
+        f"the primary test, corrected for multiple comparisons; {data.ci_label} of the mean difference "
         f"by paired bootstrap ({data.options['bootstrap']:,} resamples, {_CI_METHODS[data.options['ci']]}); "
-        "d_z = mean Δ / sd of Δ (|d_z| ≈ 0.2 small, 0.5 medium, 0.8 large; Cohen 1988).",
+        "d_z = mean Δ / sd of Δ (|d_z| ≈ 0.2 small, 0.5 medium, 0.8 large; Cohen 1988). " + family_sentence(data),
         "",
     ]
     lines += _comparison_table(data, data.comparisons)
     if data.pairwise is not None:
         lines += [
-            f"All pairs on {data.headline} (one family of {len(data.pairwise)} comparisons):",
+            f"All pairs on {data.headline}; adjusted p: "
+            + "; ".join(f.describe(data.labels) for f in families(data.pairwise))
+            + ":",
             "",
             *_comparison_table(data, data.pairwise, pairs=True),
         ]
