@@ -91,6 +91,24 @@ def test_two_runs_keep_both_folders_and_name_their_runs(
         last = run.stdout.strip().splitlines()[-1]
         assert document["mlflow"]["run_id"] in last and document["run"]["prefect_flow_run_id"] in last, last
 
+    # The run list as the MLflow UI reads it (search_runs): each run's name, dataset, headline metric.
+    client = mlflow.MlflowClient()
+    documents = [json.loads((f / "metrics.json").read_text()) for f in folders]
+    listed = client.search_runs([documents[0]["mlflow"]["experiment_id"]], order_by=["attributes.start_time ASC"])
+    evaluations = [r for r in listed if r.data.tags["irflow.kind"] == "evaluation"]
+    systems = [r for r in listed if r.data.tags["irflow.kind"] == "system"]
+    assert [r.info.run_name for r in evaluations] == [f.name for f in folders] and len(systems) == 4
+    fingerprint = documents[0]["dataset"]["fingerprint"]
+    for run in listed:
+        (used,) = run.inputs.dataset_inputs
+        assert (used.dataset.name, used.dataset.digest) == ("techdocs (test)", fingerprint[:36])
+        assert "ndcg_at_10" in run.data.metrics or "best.ndcg_at_10" in run.data.metrics
+    for run, document, folder in zip(evaluations, documents, folders):
+        best = max(v["nDCG@10"] for v in document["systems"].values())
+        assert run.data.metrics["best.ndcg_at_10"] == pytest.approx(best)
+        # opened when the flow began, not at the track stage: before the result files were written
+        assert run.info.start_time / 1000 <= (folder / "per_query.parquet").stat().st_mtime
+
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     tables = []
     for refs in ([str(f) for f in folders], [f.name for f in folders]):  # result folders, then run names

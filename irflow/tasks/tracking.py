@@ -138,7 +138,9 @@ def log_evaluation(
         },
         tags={"irflow.failed_systems": json.dumps(failed) if failed else None},
     )
+    tracker.log(run_id, **headline(document, labels))
     tracker.log_files(run_id, output, RESULT_FILES, RESULT_DIRS)
+    log_dataset_input(tracker, run_id, dataset)
 
     children: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="irflow-track-") as tmp:
@@ -163,6 +165,7 @@ def log_evaluation(
             if trec.is_file():
                 shutil.copyfile(trec, folder / "run.trec")
             tracker.log_files(child, folder, ("per_query.parquet", "run.trec"))
+            log_dataset_input(tracker, child, dataset)
             tracker.end(child)
             children[label] = child
         for system, error in failed.items():
@@ -184,6 +187,39 @@ def log_evaluation(
     return LoggedEvaluation(run_id, children, tracker.run_url(run_id))
 
 
+def headline(document: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """The evaluation's headline for MLflow's run list: ``best.<metric>`` (the first metric's best
+    system value) as a metric and the best system's label as the tag ``irflow.best_system``."""
+    measures, systems = document.get("measures") or [], document.get("systems") or {}
+    scored = {s: v[measures[0]] for s, v in systems.items() if measures and measures[0] in v}
+    if not scored:
+        return {}
+    best = max(scored, key=lambda s: scored[s])
+    return {
+        "metrics": {f"best.{metric_key(measures[0])}": float(scored[best])},
+        "tags": {"irflow.best_system": labels.get(best, best)},
+    }
+
+
+def log_dataset_input(tracker: Tracker, run_id: str, dataset: Mapping[str, Any]) -> None:
+    """Log the dataset as an MLflow dataset input (the run list's Dataset column, lineage): named
+    ``<name> (<split>)``, digest = irflow's fingerprint (its first 36 hex digits, MLflow's limit),
+    the full fingerprint and counts in the profile."""
+    from mlflow.entities import Dataset as MlflowDataset
+    from mlflow.entities import DatasetInput, InputTag
+
+    fingerprint = str(dataset.get("fingerprint") or "unknown")
+    entity = MlflowDataset(
+        name=f"{dataset['name']} ({dataset['split']})",
+        digest=fingerprint[:36],
+        source_type="irflow",
+        source=json.dumps({"dataset": dataset["name"], "split": dataset["split"], "fingerprint": fingerprint}),
+        profile=json.dumps({k: dataset.get(k) for k in ("fingerprint", "documents", "queries", "judgements")}),
+    )
+    tags = [InputTag(key="mlflow.data.context", value="evaluation")]
+    tracker.client.log_inputs(run_id, datasets=[DatasetInput(dataset=entity, tags=tags)])
+
+
 __all__ = [
     "DEFAULT_EXPERIMENT",
     "KIND",
@@ -197,6 +233,8 @@ __all__ = [
     "comparison_metrics",
     "dataset_params",
     "git_commit",
+    "headline",
+    "log_dataset_input",
     "log_evaluation",
     "metric_key",
     "mlflow_key",
