@@ -37,10 +37,13 @@ WORKER = textwrap.dedent("""
         def prompt(self, role, prompt):
             return prompt or ""
         def encode(self, texts, prompt=""):
+            if wait_for == "die-on-second" and calls.is_file():
+                os.kill(os.getpid(), 9)  # killed while holding the lock, after its first part
             with open(calls, "a") as fh:
                 fh.write(f"{os.getpid()} {len(texts)}\\n")
             deadline = time.monotonic() + 60
-            while wait_for != "-" and time.monotonic() < deadline:  # until the other process waits on us
+            # until the other process waits on us
+            while wait_for not in ("-", "die-on-second") and time.monotonic() < deadline:
                 if Path(wait_for).is_file() and "waiting for process" in Path(wait_for).read_text():
                     break
                 time.sleep(0.05)
@@ -97,6 +100,20 @@ def test_two_processes_encode_the_same_key_once(tmp_path: Path) -> None:
     pids, sizes = set(lines[0::2]), [int(n) for n in lines[1::2]]
     assert pids == {str(first.pid)} and sum(sizes) == 50  # every text encoded once, by the first process only
     np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy"))
+
+
+def test_a_killed_holder_frees_the_key_and_its_parts_are_kept(tmp_path: Path) -> None:
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    calls = tmp_path / "calls.txt"
+    env = {**os.environ, "IRFLOW_CACHE_DIR": str(tmp_path / "cache"), "IRFLOW_PROGRESS": "0"}
+    run = [sys.executable, str(script), str(calls)]
+    killed = subprocess.run([*run, str(tmp_path / "a.npy"), "die-on-second"], cwd=ROOT, env=env, capture_output=True)
+    assert killed.returncode == -9
+    resumed = subprocess.run([*run, str(tmp_path / "b.npy"), "-"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert json.loads(resumed.stdout) == {"encoded": 30, "from_cache": 20}  # the killed run's first part kept
+    assert "waiting for" not in resumed.stderr
 
 
 def test_lock_wait_times_out_with_the_holder_named(tmp_path: Path) -> None:
