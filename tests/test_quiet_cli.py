@@ -1,0 +1,60 @@
+"""Quiet by default, as a user runs it: ``irflow run`` on the demo dataset (fresh cache, fresh MLflow store,
+so MLflow creates its tables and FAISS loads) prints irflow's lines and Prefect's run states in one
+format, and no other library's INFO; with Dask there is one Prefect server, irflow's."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from _cli import irflow
+
+LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) ([\w.]+): ")
+PROGRESS = re.compile(r"^(irflow|prefect\.flow_runs|prefect\.task_runs)(\.|$)")
+
+
+def env_for(tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "IRFLOW_CACHE_DIR": str(tmp_path / "cache"),
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}",
+        "HF_HUB_OFFLINE": "1",
+    }
+
+
+def test_demo_run_prints_no_third_party_info(tmp_path: Path) -> None:
+    (tmp_path / "mlruns").mkdir()
+    done = irflow(
+        *("run", "--system", "bm25", "--system", "dense:minilm", "--metric", "nDCG@10", "--latency-runs", "0"),
+        *("--output", str(tmp_path / "out")),
+        env=env_for(tmp_path),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "[retrieve dense:sentence-transformers/all-MiniLM-L6-v2] Finished in state Completed()" in done.stderr
+    loud = []
+    for line in done.stderr.splitlines():
+        record = LINE.match(line)
+        if record is None:
+            loud.append(line)  # another format (MLflow's own handler), a progress bar, a stray print
+        elif record.group(1) in ("DEBUG", "INFO") and not PROGRESS.match(record.group(2)):
+            loud.append(line)
+    assert not loud, "\n".join(loud)
+    assert len(done.stdout.splitlines()[1]) <= 120  # the table's header: short labels
+
+
+@pytest.mark.slow  # ~1-3 min on a loaded machine; test_prefect_api's Dask run covers the path by default
+def test_dask_runner_reports_to_the_one_prefect_server(tmp_path: Path) -> None:
+    done = irflow(
+        *("-v", "run", "--task-runner", "dask", "--system", "bm25", "--metric", "nDCG@10", "--latency-runs", "0"),
+        *("--no-track", "--output", str(tmp_path / "out")),
+        env=env_for(tmp_path),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Starting temporary server" not in done.stderr
+    apis = set(re.findall(r"(http://127\.0\.0\.1:\d+)/api/", done.stderr))
+    assert len(apis) == 1, apis  # the flow and the Dask workers' task runs all report to irflow's server
+    assert "INFO prefect.task_runs: [retrieve bm25] Finished in state Completed()" in done.stderr  # from a worker
+    assert not re.search(r"^\d\d:\d\d:\d\d\.\d{3} \| ", done.stderr, re.M)  # no line in Prefect's own format
