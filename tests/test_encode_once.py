@@ -170,6 +170,18 @@ def test_progress_is_quiet_off_a_terminal_unless_forced(monkeypatch: pytest.Monk
     assert not progress.enabled(Terminal())
 
 
+def test_progress_is_quiet_inside_dask_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from distributed import Client, LocalCluster
+
+    monkeypatch.delenv("IRFLOW_PROGRESS", raising=False)
+    assert progress.enabled(Terminal())
+    with (
+        LocalCluster(n_workers=1, processes=False, host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster,
+        Client(cluster) as client,
+    ):
+        assert client.submit(progress.enabled, Terminal()).result() is False
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

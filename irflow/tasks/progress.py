@@ -7,7 +7,7 @@ those read from a cache) and the time left at that rate::
     encode corpus  1,024/5,183 docs (20%)  87.3 docs/s  ETA 0:00:47
 
 Quiet unless the stream is a terminal, so Prefect workers, CI logs and redirected output get
-nothing; ``IRFLOW_PROGRESS=1`` forces it on and ``0`` off.
+nothing, and inside Dask workers; ``IRFLOW_PROGRESS=1`` forces it on and ``0`` off.
 """
 
 from __future__ import annotations
@@ -28,11 +28,24 @@ def enabled(stream: Any) -> bool:
         return False
     if forced in ("1", "true", "yes", "on"):
         return True
+    if _in_dask_worker():  # workers share their parent's terminal: many bars would overwrite each other
+        return False
     isatty = getattr(stream, "isatty", None)
     try:
         return bool(isatty and isatty())
     except (OSError, ValueError):  # a closed stream
         return False
+
+
+def _in_dask_worker() -> bool:
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return False
+    try:
+        distributed.get_worker()
+    except ValueError:  # "No worker found"
+        return False
+    return True
 
 
 def format_duration(seconds: float | None) -> str:
