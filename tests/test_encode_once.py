@@ -176,7 +176,7 @@ def test_progress_is_quiet_inside_dask_workers(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.delenv("IRFLOW_PROGRESS", raising=False)
     assert progress.enabled(Terminal())
     with (
-        LocalCluster(n_workers=1, processes=False, host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster,
+        LocalCluster(n_workers=1, processes=False, dashboard_address="127.0.0.1:0") as cluster,
         Client(cluster) as client,
     ):
         assert client.submit(progress.enabled, Terminal()).result() is False
