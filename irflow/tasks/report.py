@@ -7,6 +7,7 @@ Files in a result folder::
     runs/<slug>.trec    each system's run, TREC format
     significance.csv    every system against the baseline, every metric (tasks.significance)
     report.md, plots/*.png
+    report.html         report.md's content as one self-contained page (tasks.report_html)
 
 ``report.md``, ``significance.csv`` and the plots are derived from the first three files (and the
 dataset, re-loaded by the name, split and fingerprint stored in metrics.json), so
@@ -37,6 +38,7 @@ from irflow.tasks.report_data import (
     significance_table,
     write_plots,
 )
+from irflow.tasks.report_html import html_report, query_view
 from irflow.tasks.report_markdown import markdown_report
 from irflow.tasks.results import StoredResults, check_same_dataset, combine_results, load_results
 from irflow.tasks.runs import write_trec
@@ -124,7 +126,7 @@ def build_report(
     notes: Sequence[str] = (),
     **options: Any,
 ) -> str:
-    """Write report.md, significance.csv and plots/ into ``output``; returns the markdown."""
+    """Write report.md, report.html, significance.csv and plots/ into ``output``; returns the markdown."""
     output = Path(output)
     data = analyse(results, dataset, comparisons=comparisons, notes=notes, **options)
     files = write_plots(output, data, results.document)
@@ -133,7 +135,19 @@ def build_report(
         data.comparisons.to_csv(tmp, index=False)
     with atomic_open(output / "report.md", "w", encoding="utf-8") as fh:
         fh.write(text)
+    view = query_view(
+        data,
+        results.runs,
+        *((dataset.queries, dataset.qrels, dataset.corpus) if dataset is not None else ()),
+    )
+    plots = {f: (output / f).read_bytes() for f in files.values()}
+    _write_html(output, html_report(results.document, text, plots, data, view, results.per_query))
     return text
+
+
+def _write_html(output: Path, page: str) -> None:
+    with atomic_open(output / "report.html", "w", encoding="utf-8") as fh:
+        fh.write(page)
 
 
 def write_outputs(
@@ -165,13 +179,15 @@ def write_outputs(
         results = StoredResults(document, table, {e.system: e.run for e in evaluations})
         build_report(output, results, dataset, comparisons=comparisons)
     else:
+        text = markdown_report(document)
         with atomic_open(output / "report.md", "w", encoding="utf-8") as fh:
-            fh.write(markdown_report(document))
+            fh.write(text)
+        _write_html(output, html_report(document, text, {}))
     return document
 
 
 def rebuild_report(run_dir: str | Path, dataset: Dataset | None = None, *, load: bool = True, **options: Any) -> Path:
-    """Rebuild report.md, significance.csv and plots of a result folder from its stored files.
+    """Rebuild report.md, report.html, significance.csv and plots of a result folder from its stored files.
 
     The dataset (for segments, document types and snippets) is ``dataset`` or, with ``load``,
     re-loaded by the name and split in metrics.json; it must have the stored fingerprint. If it
