@@ -2,7 +2,8 @@
 
 * ``nightly/nightly`` — the ``nightly`` flow over ``deployments/nightly.yaml`` on a cron schedule
   (``--cron``, default 02:00; ``--timezone`` or ``IRFLOW_NIGHTLY_TIMEZONE``, default UTC);
-* ``evaluate/adhoc`` — one dataset × systems, every parameter filled in from the Prefect UI form;
+* ``evaluate/adhoc`` — one dataset × systems from the Prefect UI form (user parameters only, described;
+  the dataset a choice of the catalog's);
 * ``suite/adhoc`` — an experiment (datasets × systems) from the UI form or a YAML ``config`` path.
 
 Needs ``PREFECT_API_URL`` pointing at a Prefect server (``prefect server start``). Each run executes
@@ -28,7 +29,7 @@ def build_deployments(cron: str = DEFAULT_CRON, timezone: str = "UTC", config: s
     from prefect.schedules import Cron
     from prefect.types.entrypoint import EntrypointType
 
-    from irflow.flows.evaluate import evaluate_flow
+    from irflow.flows.adhoc import build_adhoc_flow
     from irflow.flows.suite import DEFAULT_NIGHTLY_CONFIG, nightly_flow, suite_flow
 
     zoneinfo.ZoneInfo(timezone)  # an unknown zone fails here, not at 2 am
@@ -42,7 +43,7 @@ def build_deployments(cron: str = DEFAULT_CRON, timezone: str = "UTC", config: s
             description="Nightly suite with regression alerts",
             entrypoint_type=module,
         ),
-        evaluate_flow.to_deployment(
+        build_adhoc_flow().to_deployment(
             name="adhoc",
             tags=["irflow", "adhoc"],
             entrypoint_type=module,

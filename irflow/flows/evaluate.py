@@ -85,7 +85,7 @@ def release_output(output: str | Path) -> None:
         Path(output).rmdir()
 
 
-def _flow_run_name() -> str:
+def flow_run_name() -> str:
     """Prefect's name for an evaluate flow run: the ``run_name`` parameter, else dataset, systems and time."""
     from prefect.runtime import flow_run
 
@@ -94,6 +94,25 @@ def _flow_run_name() -> str:
         return str(params["run_name"])
     systems = [params.get("baseline"), *(params.get("systems") or DEFAULT_SYSTEMS)]
     return run_identity.run_name(str(params.get("dataset") or DEFAULT_DATASET), [s for s in systems if s])
+
+
+def summary_artifact(document: Mapping[str, Any]) -> None:
+    """The flow run's markdown artifact ``evaluation-summary``: every system's mean of every metric."""
+    from prefect.artifacts import create_markdown_artifact
+
+    measures, systems = document["measures"], document["systems"]
+    rows = [f"| `{s}` | " + " | ".join(f"{v[m]:.4f}" for m in measures) + " |" for s, v in systems.items()]
+    ds = document["dataset"]
+    text = "\n".join(
+        [
+            f"**{ds['name']}** ({ds['split']}, {ds['queries']} judged queries), baseline `{document.get('baseline')}`",
+            "",
+            "| system | " + " | ".join(measures) + " |",
+            "|---|" + "---:|" * len(measures),
+            *rows,
+        ]
+    )
+    create_markdown_artifact(markdown=text, key="evaluation-summary", description="mean of every metric per system")
 
 
 def _run_ids(name: str) -> dict[str, Any]:
@@ -190,7 +209,7 @@ def report_task(
 # one stage at a time by default (`--task-runner dask`: with_options); cast as Prefect does for its own default
 @flow(
     name="evaluate",
-    flow_run_name=_flow_run_name,
+    flow_run_name=flow_run_name,
     task_runner=cast("TaskRunner[PrefectFuture[Any]]", ThreadPoolTaskRunner(max_workers=1)),
 )
 def evaluate_flow(
@@ -270,6 +289,7 @@ def _evaluate(
     comparisons = significance_task(evaluations, measures, base, seed)
     document = report_task(output, data, evaluations, measures, depth, base, comparisons, seed)
     document = {**document, "run": _run_ids(name)}
+    summary_artifact(document)
     if run_identity.is_default_output(dataset, output):
         run_identity.point_latest(output)
     if tracking.enabled:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import pandas as pd
 from prefect import flow
+from prefect.states import Completed
 
 from irflow.flows.evaluate import SystemsFailed, evaluate_flow
 from irflow.flows.stages import link_to_mlflow, prefect_tags, task_runner_scope
@@ -219,7 +220,7 @@ def nightly_flow(
     output: str | None = None,
     task_runner: Runner = "default",
     scheduler: str | None = None,
-) -> dict[str, Any]:
+) -> Any:
     """Run the configured suite, then compare with the last successful nightly run of the same
     configuration; a significant drop beyond the threshold fails the run (and is logged to MLflow
     and as the Prefect markdown artifact ``nightly-comparison``)."""
@@ -283,19 +284,33 @@ def nightly_flow(
         )
     if suite.failed:
         raise SystemsFailed(f"nightly {exp.name!r}: " + "; ".join(f"{k}: {v}" for k, v in suite.failed.items()))
-    return {
+    verdict = nightly_verdict(exp.name, previous_id, len(changes), settings.threshold, settings.alpha)
+    result = {
         "mlflow_run_id": suite.run_id,
         "previous_run_id": previous_id,
         "output": str(suite.output),
         "comparisons": len(changes),
         "regressions": 0,
+        "verdict": verdict,
     }
+    return Completed(message=verdict, data=result)  # the verdict is the flow run's final state message
+
+
+def nightly_verdict(name: str, previous_id: str | None, comparisons: int, threshold: float, alpha: float) -> str:
+    """The verdict of a nightly run without regressions, as ``irflow nightly`` prints it and Prefect shows it."""
+    if previous_id is None:
+        return f"nightly {name!r}: no earlier successful nightly run of this configuration to compare with"
+    return (
+        f"nightly {name!r}: no regression — {comparisons} comparison(s) with run {previous_id}, none dropped by "
+        f"more than {threshold} with corrected p < {alpha}"
+    )
 
 
 __all__ = [
     "DEFAULT_NIGHTLY_CONFIG",
     "RegressionError",
     "nightly_flow",
+    "nightly_verdict",
     "resolve_experiment",
     "run_suite",
     "suite_flow",

@@ -94,8 +94,10 @@ def cmd_suite(args: argparse.Namespace) -> int:
     check_tracking(experiment=experiment.mlflow_experiment)  # a write, within seconds
     prefect_api.ready(*stage_libraries(experiment.specs()))
     flow = nightly_flow if args.command == "nightly" else suite_flow
-    result = flow(config=args.config, output=args.output, task_runner=args.task_runner, scheduler=args.scheduler)
+    result: Any = flow(config=args.config, output=args.output, task_runner=args.task_runner, scheduler=args.scheduler)
     print(f"results: {result['output']}/ (suite.md, suite.json); MLflow run {result['mlflow_run_id']}")
+    if result.get("verdict"):
+        print(result["verdict"])
     return 0
 
 
