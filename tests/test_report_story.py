@@ -219,3 +219,13 @@ def test_terminal_table_uses_short_labels_and_fits_120_columns() -> None:
 def test_third_party_info_is_quiet_unless_verbose(name: str, level: int, verbose: bool, shown: bool) -> None:
     quiet = QuietFilter(logging.DEBUG, logging.INFO) if verbose else QuietFilter(logging.INFO, logging.WARNING)
     assert quiet.filter(logging.LogRecord(name, level, __file__, 1, "message", None, None)) is shown
+
+
+def test_recommendation_names_the_family_of_its_adjusted_p() -> None:
+    rng = np.random.default_rng(3)
+    base = rng.random(20)
+    results = stored({"bm25": base, DENSE: np.clip(base + rng.normal(0.02, 0.2, 20), 0, 1)})
+    data = analyse(results)
+    assert data.comparisons.loc[0, "p_adjusted"] > 0.05 and data.comparisons.loc[0, "delta"] > 0
+    (first, *_) = recommendations(results.document, data)
+    assert "not significant after correction (a single comparison, so Holm (1979) leaves its p unchanged;" in first

@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from irflow.tasks.comparison_family import families
 from irflow.tasks.report_data import ReportData
 from irflow.tasks.significance import format_p as _p
 
@@ -55,7 +56,7 @@ def recommendations(document: Mapping[str, Any], data: ReportData) -> list[str]:
         )
         out.append(
             f"{lab[best]} has the highest mean {h} ({means[best]:.4f}, {r.delta:+.4f} over {lab[base]}), but "
-            f"the difference is not significant after {r.correction.capitalize()} correction (adjusted p "
+            f"the difference is not significant after correction ({_family(data)}; adjusted p "
             f"{_p(r.p_adjusted)}; {why}): on these {r.n} queries choose on cost, or add queries."
         )
     tied = [s for s in data.systems if s != best and same_value(means[s], means[best])]
@@ -86,6 +87,12 @@ def recommendations(document: Mapping[str, Any], data: ReportData) -> list[str]:
     )
     out += _preferences(data)
     return out
+
+
+def _family(data: ReportData) -> str:
+    """The headline's correction family, e.g. "Holm (1979) over a family of 2 comparisons (nDCG@10)"."""
+    found = [f for f in families(data.comparisons) if data.headline in f.metrics]
+    return found[0].describe(data.labels, list_pairs=False) if found else "no correction"
 
 
 def same_value(a: float, b: float) -> bool:
