@@ -61,6 +61,7 @@ def configure_logging(verbose: bool) -> None:
         QuietFilter(logging.DEBUG if verbose else logging.INFO, logging.INFO if verbose else logging.WARNING)
     )
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler], force=True)
+    logging.captureWarnings(True)  # Python warnings too, as WARNING py.warnings: ... (shown, in the one format)
     if not verbose:
         logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request, even at INFO
 
