@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import socket
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -575,10 +576,20 @@ def test_irflow_nightly_command_runs_the_suite_and_compares_with_the_last_one(tm
         "latency_runs: 0\nmlflow_experiment: cli-nightly\n"
     )
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
+    verdicts = []
     for attempt in range(2):
         done = irflow("nightly", str(config), "--output", str(tmp_path / f"out{attempt}"), env=env)
         assert done.returncode == 0, done.stderr[-3000:]
         assert "suite.md" in done.stdout and (tmp_path / f"out{attempt}" / "suite.md").is_file()
+        verdicts.append(done.stdout.strip().splitlines()[-1])
+    assert "no earlier successful nightly run" in verdicts[0]
+    assert "no regression — 2 comparison(s) with run" in verdicts[1]
+    with sqlite3.connect(tmp_path / "prefect" / "prefect.db") as db:  # the verdict is the final state's message
+        messages = db.execute(
+            "select state.message from flow_run join flow on flow.id = flow_run.flow_id "
+            "join flow_run_state state on state.id = flow_run.state_id where flow.name = 'nightly'"
+        ).fetchall()
+    assert sorted(m for (m,) in messages) == sorted(verdicts)
     first, second = sorted(
         _runs(os.environ["MLFLOW_TRACKING_URI"], "tags.`irflow.kind` = 'nightly'", "cli-nightly"),
         key=lambda r: r.info.start_time,
