@@ -250,3 +250,21 @@ def test_report_html_is_an_mlflow_artifact_shown_by_the_ui(
             page.screenshot(path=str(folder / "mlflow_report_html.png"))
         finally:
             browser.close()
+
+
+def test_report_html_without_the_dataset_keeps_ids_and_numbers(demo: tuple[Dataset, Path], tmp_path: Path) -> None:
+    """A report rebuilt without its dataset has no segments, texts or grades, but every query's values."""
+    import shutil
+
+    from irflow.tasks.report import rebuild_report
+
+    dataset, out = demo
+    folder = tmp_path / "copy"
+    shutil.copytree(out, folder)
+    (folder / "report.html").unlink()
+    rebuild_report(folder, load=False)
+    page = (folder / "report.html").read_text(encoding="utf-8")
+    data = json.loads(page.split('<script type="application/json" id="irflow-data">')[1].split("</script>")[0])
+    assert data["segments"] == [] and data["grades"] == {} and data["snippets"] == {}
+    assert len(data["queries"]) == len(dataset.queries) and {q["text"] for q in data["queries"]} == {""}
+    assert all(len(data["rankings"][q["id"]]) == len(SYSTEMS) for q in data["queries"])
