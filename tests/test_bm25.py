@@ -328,3 +328,18 @@ def test_retrieve_validates_depth_and_spec() -> None:
     with pytest.raises(Exception, match="valid system specs"):
         retrieve(tiny_dataset(), "bm42")
     assert np.issubdtype(retrieve(tiny_dataset(), "bm25", depth=1000).run["rank"].dtype, np.integer)
+
+
+@pytest.mark.parametrize("system", ["bm25", "hybrid:bm25+bm25:k1=1.2,b=0.75", "hybrid(weights=2:1,k=10):bm25+bm25:b=1"])
+def test_the_latency_ranking_is_the_run(system: str) -> None:
+    """What latency times for BM25 and hybrids (``Searcher.ranking``, no tables) ranks as ``retrieve`` does."""
+    from irflow.tasks.retrieve import make_searcher
+
+    dataset = tiny_dataset()
+    run = retrieve(dataset, system, depth=5).run
+    searcher = make_searcher(dataset, parse_system(system), online=True)
+    for qid, text in dataset.queries[["query_id", "text"]].itertuples(index=False):
+        expected = run[run["query_id"] == qid]
+        hits = searcher.ranking(qid, text, 5)
+        assert [d for d, _ in hits] == expected["doc_id"].tolist()
+        np.testing.assert_allclose([s for _, s in hits], expected["score"].to_numpy(), rtol=1e-12)

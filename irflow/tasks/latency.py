@@ -115,6 +115,27 @@ def spread(repeats: Sequence[Sequence[float]], *, resamples: int = 1000, seed: i
     return out
 
 
+Hits = list[tuple[str, float]]
+"""One query's ranking on the latency path: ``(doc id, score)``, best first, ties by doc id descending."""
+
+
+def trec_order(hits: Hits) -> Hits:
+    """``hits`` sorted as trec_eval ranks them: score descending, ties by doc id descending."""
+    return sorted(sorted(hits, key=lambda h: h[0], reverse=True), key=lambda h: h[1], reverse=True)
+
+
+def fuse_ranked(rankings: Sequence[Hits], weights: Sequence[float], k: int) -> Hits:
+    """Reciprocal-rank fusion of single-query rankings (Cormack et al. 2009: sum_s w_s / (k + rank_s(d))):
+    the latency path's counterpart of ``tasks.retrieve.fuse_rrf``, without tables (its exact rational
+    sums for near-ties are left out: they decide the order of floats equal to ~1e-12, not the work)."""
+    fused: dict[str, float] = {}
+    for hits, weight in zip(rankings, weights):
+        if weight:
+            for rank, (doc, _) in enumerate(hits, start=1):
+                fused[doc] = fused.get(doc, 0.0) + weight / (k + rank)
+    return trec_order(list(fused.items()))
+
+
 def load_curve(call: Callable[[Any], Any], items: Sequence[Any], levels: Sequence[int]) -> tuple[dict[str, float], ...]:
     """Throughput and latency under load: at each concurrency level, ``call(item)`` for every item by that
     many threads at once; per level queries/s (over the wall time) and p50/p95 per call (ms)."""

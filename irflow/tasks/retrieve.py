@@ -324,8 +324,20 @@ class Searcher(Generic[S]):
     def query(self, query_id: str, text: str, depth: int) -> Any:
         """One query's answer in the system's own form: what the latency stage times. By default the whole
         search path; a system with a cheaper native call (bm25s, an encoder and an index, one HTTP
-        request) overrides it, so irflow's run table is not part of the system's latency."""
+        request, a fusion of its members' rankings) overrides it, so irflow's run table is not part of
+        the system's latency."""
         return self(pd.DataFrame({"query_id": [query_id], "text": [text]}), depth)
+
+    def ranking(self, query_id: str, text: str, depth: int) -> latency.Hits:
+        """One query's top ``depth`` as ``(doc id, score)`` in trec_eval order, without the query's own id
+        where the dataset asks: what a hybrid fuses on the latency path. By default from the run table."""
+        run = self(pd.DataFrame({"query_id": [query_id], "text": [text]}), depth)
+        return list(zip(run["doc_id"].tolist(), run["score"].tolist()))
+
+    def _cut(self, query_id: str, hits: latency.Hits, depth: int) -> latency.Hits:
+        if self.dataset.ignore_identical_ids:
+            hits = [h for h in hits if h[0] != query_id]
+        return hits[:depth]
 
 
 def make_searcher(dataset: Dataset, spec: SystemSpec, *, online: bool = False) -> Searcher[Any]:
@@ -371,6 +383,11 @@ class _BM25(Searcher[BM25Spec]):
 
     def query(self, query_id: str, text: str, depth: int) -> Any:
         return self.index.query(text, depth + int(self.dataset.ignore_identical_ids))
+
+    def ranking(self, query_id: str, text: str, depth: int) -> latency.Hits:
+        rows, scores = self.query(query_id, text, depth)
+        ids = self.index.doc_ids
+        return self._cut(query_id, [(ids[r], float(x)) for r, x in zip(rows, scores) if x != 0], depth)
 
 
 class _DenseBatch(Searcher[DenseSpec]):
@@ -419,6 +436,11 @@ class _DenseOnline(Searcher[DenseSpec]):
     def query(self, query_id: str, text: str, depth: int) -> Any:
         return self._encode_search([text], depth + int(self.dataset.ignore_identical_ids))
 
+    def ranking(self, query_id: str, text: str, depth: int) -> latency.Hits:
+        scores, rows = self.query(query_id, text, depth)
+        hits = [(self.doc_ids[r], float(x)) for r, x in zip(rows[0], scores[0]) if r >= 0]
+        return self._cut(query_id, latency.trec_order(hits), depth)
+
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
         scores, rows = self._encode_search(queries["text"].fillna("").astype(str).tolist(), depth)
         keep = rows.ravel() >= 0
@@ -451,6 +473,16 @@ class _Hybrid(Searcher[HybridSpec]):
         spec = self.spec
         first = spec.depth or max(depth, FIRST_STAGE_DEPTH)
         return fuse_rrf([member(queries, first) for member in self.members], spec.weights, spec.k)
+
+    def query(self, query_id: str, text: str, depth: int) -> Any:
+        return self.ranking(query_id, text, depth)
+
+    def ranking(self, query_id: str, text: str, depth: int) -> latency.Hits:
+        spec = self.spec
+        first = spec.depth or max(depth, FIRST_STAGE_DEPTH)
+        weights = spec.weights or (1.0,) * len(self.members)
+        rankings = [member.ranking(query_id, text, first) for member in self.members]
+        return latency.fuse_ranked(rankings, weights, spec.k)[:depth]
 
 
 class _Rerank(Searcher[RerankSpec]):
