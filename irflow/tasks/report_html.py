@@ -209,9 +209,9 @@ blockquote{border-left:4px solid #e0b000;margin:0;padding:0 1em;background:#fffb
 # The page's only code: sorting, filtering and the drill-down. Dataset text goes through textContent.
 _JS = r"""
 (function () {
-  function num(t) {
-    var s = t.replace(/[*%,\s]/g, '').replace(/\(.*\)$/, '');
-    return s !== '' && /^[-+]?[\d.]+(e[-+]?\d+)?$/i.test(s) ? parseFloat(s) : null;
+  function num(t) {  // a cell's leading number ('0.6715 (-0.0281) ▼', '12.5%', '1,024'), else null
+    var m = t.replace(/[*,\s]/g, '').match(/^[-+\u2212]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?/i);
+    return m ? parseFloat(m[0].replace('\u2212', '-')) : null;
   }
   function cells(row) { return Array.prototype.slice.call(row.cells); }
   function sortable(table) {
