@@ -5,9 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -108,6 +110,12 @@ def test_two_runs_keep_both_folders_and_name_their_runs(
         assert run.data.metrics["best.ndcg_at_10"] == pytest.approx(best)
         # opened when the flow began, not at the track stage: before the result files were written
         assert run.info.start_time / 1000 <= (folder / "per_query.parquet").stat().st_mtime
+    # report.md as MLflow's artifact viewer gets it: each image link is an artifact URL of this run
+    logged = Path(client.download_artifacts(evaluations[0].info.run_id, "report.md", str(tmp_path)))
+    links = re.findall(r"!\[[^\]]*\]\(get-artifact\?path=([^&)]+)&run_uuid=(\w+)\)", logged.read_text())
+    assert links and "](plots/" not in logged.read_text() and "](plots/" in (folders[0] / "report.md").read_text()
+    plots = {a.path for a in client.list_artifacts(evaluations[0].info.run_id, "plots")}
+    assert {(unquote(path), run) for path, run in links} <= {(p, evaluations[0].info.run_id) for p in plots}
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     tables = []

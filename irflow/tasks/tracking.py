@@ -22,6 +22,7 @@ data in ``tracking_params``; reading runs back in ``tracking_read``.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -139,7 +140,12 @@ def log_evaluation(
         tags={"irflow.failed_systems": json.dumps(failed) if failed else None},
     )
     tracker.log(run_id, **headline(document, labels))
-    tracker.log_files(run_id, output, RESULT_FILES, RESULT_DIRS)
+    tracker.log_files(run_id, output, [f for f in RESULT_FILES if f != "report.md"], RESULT_DIRS)
+    if (output / "report.md").is_file():
+        with tempfile.TemporaryDirectory(prefix="irflow-report-") as tmp:
+            text = (output / "report.md").read_text(encoding="utf-8")
+            (Path(tmp) / "report.md").write_text(artifact_links(text, run_id), encoding="utf-8")
+            tracker.log_files(run_id, tmp, ["report.md"])
     log_dataset_input(tracker, run_id, dataset)
 
     children: dict[str, str] = {}
@@ -187,6 +193,19 @@ def log_evaluation(
     return LoggedEvaluation(run_id, children, tracker.run_url(run_id))
 
 
+def artifact_links(markdown: str, run_id: str) -> str:
+    """report.md for MLflow's artifact viewer: relative image links (``plots/x.png``) pointed at the
+    run's artifacts as the UI serves them (``get-artifact?path=...&run_uuid=...``, relative to the
+    server's root), since the viewer resolves links against its own page. The result folder keeps
+    the relative links, which editors and Git hosts render."""
+    from urllib.parse import quote
+
+    def point(match: re.Match[str]) -> str:
+        return f"{match[1]}(get-artifact?path={quote(match[2], safe='')}&run_uuid={run_id})"
+
+    return re.sub(r"(!\[[^\]]*\])\((?![a-zA-Z][a-zA-Z0-9+.-]*:|/|#)([^)\s]+)\)", point, markdown)
+
+
 def headline(document: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """The evaluation's headline for MLflow's run list: ``best.<metric>`` (the first metric's best
     system value) as a metric and the best system's label as the tag ``irflow.best_system``."""
@@ -222,6 +241,7 @@ def log_dataset_input(tracker: Tracker, run_id: str, dataset: Mapping[str, Any])
 
 __all__ = [
     "DEFAULT_EXPERIMENT",
+    "artifact_links",
     "KIND",
     "LoggedEvaluation",
     "Snapshot",
