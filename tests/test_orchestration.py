@@ -8,6 +8,7 @@ check that catches the SQLAlchemy pin problem). Every process is stopped by its 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -36,10 +37,11 @@ def test_deployments_nightly_schedule_and_adhoc_parameters() -> None:
     assert nightly.parameters == {"config": "deployments/nightly.yaml"}
     assert (
         nightly.entrypoint == "irflow.flows.suite.nightly_flow"
-        and evaluate.entrypoint == "irflow.flows.evaluate.evaluate_flow"
+        and evaluate.entrypoint == "irflow.flows.adhoc.adhoc_evaluate"
     )
     form = evaluate._parameter_openapi_schema.properties  # what the UI renders as a form
-    assert {"dataset", "systems", "metrics", "depth", "latency_runs", "baseline", "seed", "tracking"} <= set(form)
+    assert {"dataset", "systems", "metrics", "depth", "latency_runs", "baseline", "seed", "experiment"} <= set(form)
+    assert not {"tracking", "strict", "overwrite", "output"} & set(form)  # internal: suites and the CLI pass them
     assert "experiment" in suite._parameter_openapi_schema.properties
     with pytest.raises(Exception, match="Mars"):
         build_deployments(timezone="Mars/Olympus")
@@ -113,6 +115,8 @@ def test_served_deployments_run_adhoc_with_parameters_and_schedule_nightly(
     from mlflow.tracking import MlflowClient
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterFlowRunId,
         DeploymentFilter,
         DeploymentFilterId,
         FlowRunFilter,
@@ -182,8 +186,7 @@ def test_served_deployments_run_adhoc_with_parameters_and_schedule_nightly(
             "systems": ["bm25", "bm25:k1=1.2,b=0.75"],
             "metrics": ["nDCG@10", "R@100"],
             "latency_runs": 0,
-            "output": str(tmp_path / "adhoc"),
-            "tracking": {"experiment": "adhoc-test"},
+            "experiment": "adhoc-test",
         }
         run = client.create_flow_run_from_deployment(adhoc.id, parameters=parameters)
         final = _wait("ad-hoc flow run", lambda: (r := client.read_flow_run(run.id)).state.is_final() and r, 300, 2)
@@ -203,6 +206,11 @@ def test_served_deployments_run_adhoc_with_parameters_and_schedule_nightly(
         )
         assert all(r.expected_start_time.timestamp() > time.time() for r in scheduled)
         tags = client.read_flow_run(run.id).tags
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run.id]))
+        )
+    (summary,) = [a for a in artifacts if a.key == "evaluation-summary"]  # the run's summary table in the UI
+    assert "| `bm25` |" in str(summary.data) and "| system | nDCG@10 | R@100 |" in str(summary.data)
 
     mlflow = MlflowClient(tracking)
     experiment = mlflow.get_experiment_by_name("adhoc-test")
@@ -212,4 +220,10 @@ def test_served_deployments_run_adhoc_with_parameters_and_schedule_nightly(
     assert f"mlflow-run:{evaluation[0].info.run_id}" in tags
     assert evaluation[0].data.tags["prefect.flow_run_url"].endswith(f"/flow-runs/flow-run/{run.id}")
     assert {"per_query.parquet", "report.md"} <= {f.path for f in mlflow.list_artifacts(evaluation[0].info.run_id)}
-    assert (tmp_path / "adhoc" / "metrics.json").is_file()
+    # the form has no output: the run's own folder under serve's working folder, named like the flow run
+    document = json.loads((tmp_path / "project" / "results" / "techdocs" / "latest" / "metrics.json").read_text())
+    assert document["run"]["name"] == final.name == evaluation[0].info.run_name
+    assert document["run"]["prefect_flow_run_url"].endswith(f"/flow-runs/flow-run/{run.id}")
+    assert document["mlflow"]["url"].startswith(tracking) and document["mlflow"]["url"].endswith(
+        evaluation[0].info.run_id
+    )

@@ -29,7 +29,7 @@ def build_deployments(cron: str = DEFAULT_CRON, timezone: str = "UTC", config: s
     from prefect.schedules import Cron
     from prefect.types.entrypoint import EntrypointType
 
-    from irflow.flows.adhoc import build_adhoc_flow
+    from irflow.flows import adhoc
     from irflow.flows.suite import DEFAULT_NIGHTLY_CONFIG, nightly_flow, suite_flow
 
     zoneinfo.ZoneInfo(timezone)  # an unknown zone fails here, not at 2 am
@@ -43,7 +43,7 @@ def build_deployments(cron: str = DEFAULT_CRON, timezone: str = "UTC", config: s
             description="Nightly suite with regression alerts",
             entrypoint_type=module,
         ),
-        build_adhoc_flow().to_deployment(
+        adhoc.adhoc_evaluate.to_deployment(
             name="adhoc",
             tags=["irflow", "adhoc"],
             entrypoint_type=module,

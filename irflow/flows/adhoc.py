@@ -10,6 +10,7 @@ Annotations are evaluated (no ``from __future__ import annotations``): Prefect b
 schema from them, and the dataset choice is made at run time.
 """
 
+import functools
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -78,4 +79,16 @@ def build_adhoc_flow(datasets: list[str] | None = None) -> Any:
     return flow(name="evaluate", flow_run_name=evaluate.flow_run_name, task_runner=one_stage_at_a_time)(adhoc_evaluate)
 
 
-__all__ = ["build_adhoc_flow", "dataset_choices"]
+@functools.cache
+def _adhoc_flow() -> Any:
+    return build_adhoc_flow()
+
+
+def __getattr__(name: str) -> Any:
+    """``irflow.flows.adhoc.adhoc_evaluate``: the deployment's entrypoint, built on first use (it lists the catalog)."""
+    if name == "adhoc_evaluate":
+        return _adhoc_flow()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["build_adhoc_flow", "dataset_choices"]  # and adhoc_evaluate, built on first use
