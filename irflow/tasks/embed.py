@@ -19,7 +19,7 @@ import pandas as pd
 
 from irflow.tasks.api_embed import ApiModel, is_api_model
 from irflow.tasks.embed_cache import Embeddings, embed_texts, part_path, plan_chunks, read_part, texts_key
-from irflow.tasks.models import resolve_model
+from irflow.tasks.models import resolve_model, with_encoder
 from irflow.tasks.schema import Dataset
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def model_for(spec: DenseSpec) -> Encoder:
     and endpoint in a process, so its usage (calls, tokens) adds up across the stages."""
     if is_api_model(spec.model):
         return _api_model(spec.model, spec.api, spec.batch_size, os.environ.get("OPENAI_BASE_URL"))
-    return resolve_model(spec.model)
+    return with_encoder(resolve_model(spec.model), spec)  # backend, quantize, precision, device
 
 
 @functools.lru_cache(maxsize=64)

@@ -11,6 +11,7 @@ so the CLI stays fast.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from irflow.tasks.schema import DownloadError, UnknownNameError
+from irflow.tasks.schema import DownloadError, IrflowError, UnknownNameError
 from irflow.tasks.systems import MODEL_ALIASES
 
 if TYPE_CHECKING:
@@ -78,6 +79,10 @@ class ResolvedModel:
     revision: str | None = None  # Hugging Face commit, when known
     query_prompt: str = ""  # defaults for this model; a spec's prompts override them
     doc_prompt: str = ""
+    backend: str = "torch"  # how it runs (systems.ENCODER_OPTIONS); see with_encoder
+    quantize: str | None = None
+    precision: str = "fp32"
+    device: str | None = None  # None: the best available; not part of the identity
 
     @property
     def identity(self) -> str:
@@ -177,11 +182,25 @@ def _with_prompts(name: str, path: Path, revision: str | None) -> ResolvedModel:
     return ResolvedModel(name, str(path), revision, query or "", doc or "")
 
 
+def with_encoder(model: ResolvedModel, spec: Any) -> ResolvedModel:
+    """``model`` run as a dense or rerank spec says (backend, quantize, precision, device)."""
+    return dataclasses.replace(
+        model,
+        backend=getattr(spec, "backend", "torch"),
+        quantize=getattr(spec, "quantize", None),
+        precision=getattr(spec, "precision", "fp32"),
+        device=getattr(spec, "device", None),
+    )
+
+
 def model_identity(model: ResolvedModel) -> str:
-    """``hf:<name>@<commit>`` when the commit is known, else a sha256 over the weight and config files."""
-    if model.revision:
-        return f"hf:{model.name}@{model.revision}"
-    return "sha256:" + _hash_model_dir(Path(model.path))
+    """``hf:<name>@<commit>`` when the commit is known, else a sha256 over the weight and config files;
+    a non-default backend, quantisation or precision is appended (``|onnx-int8``, ``|torch-fp16``), so
+    int8 or fp16 vectors are never served for fp32 torch ones (the default keeps its old identity)."""
+    base = f"hf:{model.name}@{model.revision}" if model.revision else "sha256:" + _hash_model_dir(Path(model.path))
+    if (model.backend, model.quantize, model.precision) == ("torch", None, "fp32"):
+        return base
+    return f"{base}|{model.backend}-{model.quantize or model.precision}"
 
 
 def _hash_model_dir(root: Path) -> str:
@@ -218,22 +237,68 @@ def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
 _DEFAULT_MAX_SEQ_LENGTH: dict[str, int | None] = {}  # model path -> the model's own max_seq_length
 
 
+class BackendUnavailableError(IrflowError):
+    """An encoder backend (onnx, openvino) or device whose packages or hardware are missing here."""
+
+
+# The Python packages sentence-transformers needs for each non-torch backend.
+BACKEND_PACKAGES: dict[str, tuple[str, ...]] = {
+    "onnx": ("optimum.onnxruntime", "onnxruntime"),
+    "openvino": ("optimum.intel", "openvino"),
+}
+
+
+def _require_backend(backend: str, quantize: str | None) -> None:
+    """Fail early and clearly when ``backend`` cannot run: name the missing module and the fix."""
+    import importlib.util
+
+    if quantize is not None:
+        raise BackendUnavailableError(f"quantize={quantize} needs an exported {backend} model, not built here yet")
+
+    for module in BACKEND_PACKAGES.get(backend, ()):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            raise BackendUnavailableError(
+                f"backend={backend} needs the Python module {module!r}, which is not installed: "
+                f"pip install 'sentence-transformers[{backend}]' (optimum-onnx and optimum-intel pin "
+                "transformers<4.58 today, which conflicts with the transformers 5 that sentence-transformers 6 needs)"
+            )
+
+
+def _load_kwargs(backend: str, precision: str, device: str | None) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"backend": backend, "device": device}
+    if precision != "fp32":
+        import torch
+
+        kwargs["model_kwargs"] = {"dtype": {"fp16": torch.float16, "bf16": torch.bfloat16}[precision]}
+    return kwargs
+
+
 @functools.lru_cache(maxsize=4)
-def load_sentence_transformer(path: str) -> Any:
+def load_sentence_transformer(
+    path: str, backend: str = "torch", quantize: str | None = None, precision: str = "fp32", device: str | None = None
+) -> Any:
     """Load a bi-encoder once per process (reranking many queries must not reload it)."""
+    _require_backend(backend, quantize)
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(path)
+    model = SentenceTransformer(path, **_load_kwargs(backend, precision, device))
     _DEFAULT_MAX_SEQ_LENGTH[path] = model.max_seq_length
     return model
 
 
 @functools.lru_cache(maxsize=2)
-def load_cross_encoder(path: str) -> Any:
+def load_cross_encoder(
+    path: str, backend: str = "torch", quantize: str | None = None, precision: str = "fp32", device: str | None = None
+) -> Any:
     """Load a cross-encoder once per process."""
+    _require_backend(backend, quantize)
     from sentence_transformers import CrossEncoder
 
-    return CrossEncoder(path)
+    return CrossEncoder(path, **_load_kwargs(backend, precision, device))
 
 
 def is_cross_encoder(model: ResolvedModel) -> bool:
@@ -261,7 +326,7 @@ def encode(
     model (``tasks.api_embed``) sends them to its endpoint."""
     if not isinstance(model, ResolvedModel):
         return model.encode(texts, prompt=prompt)
-    st = load_sentence_transformer(model.path)
+    st = load_sentence_transformer(model.path, model.backend, model.quantize, model.precision, model.device)
     st.max_seq_length = max_seq_length or _DEFAULT_MAX_SEQ_LENGTH[model.path]
     vectors = st.encode(
         list(texts),

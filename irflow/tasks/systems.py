@@ -71,6 +71,12 @@ INDEX_PARAMS: dict[str, tuple[str, ...]] = {  # FAISS index kind -> the integer 
 KINDS = ("bm25", "dense", "hybrid", "rerank", "run", "python", "http")  # python: the built-in plugin kind
 _BM25_OPTIONS = ("k1", "b", "backend", "method", "stemmer", "stopwords")
 _DENSE_OPTIONS = ("max_seq_length", "query_prompt", "doc_prompt", "batch_size")  # besides index and its parameters
+# How a local model runs (dense and rerank): inference backend, int8 quantisation, device, GPU precision.
+ENCODER_OPTIONS = ("backend", "quantize", "device", "precision")
+ENCODER_BACKENDS = ("torch", "onnx", "openvino")
+QUANTIZATIONS = ("int8",)
+DEVICES = ("cpu", "cuda", "mps")
+PRECISIONS = ("fp32", "fp16", "bf16")
 
 SYSTEM_HELP = """\
 valid system specs:
@@ -95,6 +101,10 @@ valid system specs:
   rerank:<model>@<system>           re-score the top 100 of any first stage:
                                     rerank:cross-encoder/ms-marco-MiniLM-L-6-v2@bm25
   rerank(top=50):<model>@<system>   options: top (how many first-stage hits are re-scored)
+  dense(backend=onnx,quantize=int8):minilm, rerank(device=cuda,precision=fp16):<model>@bm25
+                                    how a local model runs (dense and rerank): backend=torch|onnx|openvino,
+                                    quantize=int8 (onnx/openvino), device=cpu|cuda|mps (default: best available),
+                                    precision=fp32|fp16|bf16 (fp16/bf16: torch on cuda/mps only)
   (<system>)                        grouping: hybrid:(hybrid:bm25+dense:minilm)+dense:mpnet
   run:<path>                        a ranking made elsewhere: TREC run (6 columns), ranx/ir_measures JSON
                                     {qid: {docid: score}} or Parquet (query_id, doc_id, score); identity = content
@@ -213,6 +223,10 @@ class DenseSpec(_Spec):
     index_params: tuple[tuple[str, str], ...] = ()
     batch_size: int = 32
     api: tuple[tuple[str, str], ...] = ()
+    backend: str = "torch"
+    quantize: str | None = None
+    device: str | None = None  # None: the best available
+    precision: str = "fp32"
     kind: ClassVar[str] = "dense"
 
     def __post_init__(self) -> None:
@@ -230,6 +244,9 @@ class DenseSpec(_Spec):
                 raise _error(str(err)) from None
         elif self.api:
             raise _error(f"options {', '.join(k for k, _ in self.api)} apply to API models: dense(...):openai:<model>")
+        _check_encoder(self)
+        if api_embed.is_api_model(self.model) and (self.backend, self.quantize, self.device) != ("torch", None, None):
+            raise _error("backend, quantize and device apply to local models, not to an API model")
         if self.max_seq_length is not None:
             self._set("max_seq_length", _positive_int("max_seq_length", self.max_seq_length))
         self._set("batch_size", _positive_int("batch_size", self.batch_size))
@@ -278,6 +295,10 @@ class RerankSpec(_Spec):
     model: str
     first_stage: SystemSpec
     top: int = 100
+    backend: str = "torch"
+    quantize: str | None = None
+    device: str | None = None  # None: the best available
+    precision: str = "fp32"
     kind: ClassVar[str] = "rerank"
 
     def __post_init__(self) -> None:
@@ -289,6 +310,24 @@ class RerankSpec(_Spec):
         if not isinstance(self.first_stage, _Spec):
             raise _error(f"first stage must be a system spec, got {self.first_stage!r}")
         self._set("top", _positive_int("top", self.top))
+        _check_encoder(self)
+
+
+def _check_encoder(spec: DenseSpec | RerankSpec) -> None:
+    """Validate the encoder options shared by dense and rerank specs (``ENCODER_OPTIONS``)."""
+    _choice("backend", spec.backend, ENCODER_BACKENDS)
+    if spec.quantize is not None:
+        _choice("quantize", spec.quantize, QUANTIZATIONS)
+        if spec.backend == "torch":
+            raise _error("quantize=int8 needs backend=onnx or backend=openvino (torch runs fp32/fp16/bf16)")
+    if spec.device is not None:
+        _choice("device", spec.device, DEVICES)
+    _choice("precision", spec.precision, PRECISIONS)
+    if spec.precision != "fp32" and (spec.backend != "torch" or spec.device not in ("cuda", "mps")):
+        raise _error(
+            f"precision={spec.precision} runs on a GPU with the torch backend: give device=cuda or device=mps "
+            f"and backend=torch (got backend={spec.backend}, device={spec.device or 'default'})"
+        )
 
 
 def _unknown_kind(kind: str) -> Exception:
@@ -363,7 +402,7 @@ def format_system(spec: SystemSpec) -> str:
         ]
         return "bm25" + (":" + _options(pairs) if pairs else "")
     if isinstance(spec, DenseSpec):
-        pairs = [(k, str(v)) for k, v in _non_default(spec, (*_DENSE_OPTIONS, "index"))]
+        pairs = [(k, str(v)) for k, v in _non_default(spec, (*_DENSE_OPTIONS, *ENCODER_OPTIONS, "index"))]
         pairs += list(spec.index_params) + list(spec.api)
         return f"dense{_paren(pairs)}:{spec.model}"
     if isinstance(spec, HybridSpec):
@@ -376,7 +415,7 @@ def format_system(spec: SystemSpec) -> str:
         members = [f"({m})" if len(_split_members(m)) > 1 else m for m in members]
         return f"hybrid{_paren(pairs)}:" + "+".join(members)
     if isinstance(spec, RerankSpec):
-        pairs = [] if spec.top == 100 else [("top", str(spec.top))]
+        pairs = [(k, str(v)) for k, v in _non_default(spec, ("top", *ENCODER_OPTIONS))]
         return f"rerank{_paren(pairs)}:{spec.model}@{spec.first_stage}"
     if isinstance(spec, _Spec) and hasattr(spec, "canonical"):  # irflow.tasks.external.specs
         return str(spec.canonical())
@@ -537,9 +576,9 @@ def _parse(text: str, base: str | os.PathLike[str] | None = None) -> SystemSpec:
         index = options.pop("index", "flat")
         _choice("index", index, tuple(INDEX_PARAMS))
         api = tuple(API_OPTIONS) if is_api_model(rest.strip()) else ()
-        _take(options, _DENSE_OPTIONS + INDEX_PARAMS[index] + api, f"dense (index={index})")
+        _take(options, _DENSE_OPTIONS + ENCODER_OPTIONS + INDEX_PARAMS[index] + api, f"dense (index={index})")
         params = tuple((k, v) for k, v in options.items() if k in INDEX_PARAMS[index])
-        kwargs = {k: v for k, v in options.items() if k in _DENSE_OPTIONS}
+        kwargs = {k: v for k, v in options.items() if k in _DENSE_OPTIONS + ENCODER_OPTIONS}
         api_options = tuple((k, v) for k, v in options.items() if k in api)
         return DenseSpec(model=rest, index=index, index_params=params, api=api_options, **kwargs)  # type: ignore[arg-type]
     if kind == "hybrid":
@@ -547,7 +586,7 @@ def _parse(text: str, base: str | os.PathLike[str] | None = None) -> SystemSpec:
         members = tuple(_parse(m, base) for m in _split_members(rest))
         weights = tuple(options.pop("weights").split(":")) if "weights" in options else ()
         return HybridSpec(systems=members, weights=weights, **options)  # type: ignore[arg-type]
-    _take(options, ("top",), "rerank")
+    _take(options, ("top", *ENCODER_OPTIONS), "rerank")
     model, at, first = rest.partition("@")
     if not at or not first.strip():
         raise _error("rerank needs <model>@<system>, e.g. rerank:minilm@bm25")
