@@ -451,12 +451,14 @@ def test_nightly_flags_a_degraded_system_and_not_an_unchanged_rerun(
         metric=["nDCG@10"],
         alpha=0.05,
         correction="holm",
+        family="all",
         permutations=1000,
         seed=0,
     )
     assert cmd_compare(args) == 0
     printed = capsys.readouterr().out
     assert "techdocs" in printed and "dense" in printed and "-0." in printed and "*" in printed
+    assert "holm-corrected over all 2 comparison(s) in this table" in printed  # the family is said
 
 
 def test_a_failing_system_does_not_lose_the_others_in_a_suite(
