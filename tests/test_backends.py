@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
+import numpy as np
 import pytest
 
-from irflow.tasks.models import BackendUnavailableError, load_sentence_transformer, resolve_model, with_encoder
+from irflow.tasks import backends
+from irflow.tasks.models import BackendUnavailableError, encode, load_sentence_transformer, resolve_model, with_encoder
 from irflow.tasks.schema import InputError, UnknownNameError
 from irflow.tasks.systems import parse_system
 
@@ -67,7 +70,36 @@ def test_identity_separates_backend_quantization_and_precision() -> None:
     assert with_encoder(model, parse_system("dense(device=cpu):minilm")).identity == model.identity
 
 
-@pytest.mark.skipif(importlib.util.find_spec("optimum") is not None, reason="optimum installed: backend available")
-def test_missing_backend_fails_with_the_fix() -> None:
-    with pytest.raises(BackendUnavailableError, match="pip install 'sentence-transformers\\[onnx\\]'"):
-        load_sentence_transformer(resolve_model("minilm").path, "onnx")
+def test_unavailable_backends_fail_with_the_reason() -> None:
+    with pytest.raises(BackendUnavailableError, match="transformers<4.58"):
+        load_sentence_transformer(resolve_model("minilm").path, "openvino")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("onnx") is None, reason="needs irflow[fast] (onnx, onnxruntime)")
+def test_onnx_int8_export_is_built_once_and_close_to_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IRFLOW_CACHE_DIR", str(tmp_path))
+    model = resolve_model("minilm")
+    int8 = with_encoder(model, parse_system("dense(backend=onnx,quantize=int8):minilm"))
+    texts = [
+        "Aspirin reduces the risk of myocardial infarction in patients with prior stroke.",
+        "protein folding in yeast cells under heat stress",
+        "the cat sat on the mat",
+        "x",
+    ]
+    reference = encode(model, texts, prompt="", max_seq_length=None)
+    vectors = encode(int8, texts, prompt="", max_seq_length=None)
+    assert vectors.shape == reference.shape
+    assert (vectors * reference).sum(axis=1).min() > 0.98
+    built = backends.export_path(int8)
+    assert built.is_file() and built.parent.parent == tmp_path / "exports"
+    assert sorted(p.name for p in built.parent.glob("*.onnx")) == ["onnx-fp32.onnx", "onnx-int8dyn-perchannel.onnx"]
+
+    def no_export(*args: object) -> None:
+        raise AssertionError("the export was rebuilt")
+
+    monkeypatch.setattr(backends, "_export_fp32", no_export)
+    monkeypatch.setattr(backends, "_session", backends._session.__wrapped__)  # a fresh load, not the memo
+    mtime = built.stat().st_mtime_ns
+    again = encode(int8, texts, prompt="", max_seq_length=None)
+    assert built.stat().st_mtime_ns == mtime
+    np.testing.assert_allclose(again, vectors, atol=1e-6)

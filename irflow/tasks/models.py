@@ -200,7 +200,7 @@ def model_identity(model: ResolvedModel) -> str:
     base = f"hf:{model.name}@{model.revision}" if model.revision else "sha256:" + _hash_model_dir(Path(model.path))
     if (model.backend, model.quantize, model.precision) == ("torch", None, "fp32"):
         return base
-    return f"{base}|{model.backend}-{model.quantize or model.precision}"
+    return f"{base}|{model.backend}-{QUANT_RECIPES[model.quantize] if model.quantize else model.precision}"
 
 
 def _hash_model_dir(root: Path) -> str:
@@ -234,6 +234,8 @@ def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
     return digest.hexdigest()
 
 
+# quantize option -> the recipe's name in the identity: a changed recipe must not reuse old vectors
+QUANT_RECIPES = {"int8": "int8dyn-perchannel"}
 _DEFAULT_MAX_SEQ_LENGTH: dict[str, int | None] = {}  # model path -> the model's own max_seq_length
 
 
@@ -243,17 +245,21 @@ class BackendUnavailableError(IrflowError):
 
 # The Python packages sentence-transformers needs for each non-torch backend.
 BACKEND_PACKAGES: dict[str, tuple[str, ...]] = {
-    "onnx": ("optimum.onnxruntime", "onnxruntime"),
+    "onnx": ("onnx", "onnxruntime"),  # tasks.backends exports with torch.onnx, runs with ONNX Runtime
     "openvino": ("optimum.intel", "openvino"),
 }
 
 
-def _require_backend(backend: str, quantize: str | None) -> None:
+def _require_backend(backend: str, stage: str) -> None:
     """Fail early and clearly when ``backend`` cannot run: name the missing module and the fix."""
     import importlib.util
 
-    if quantize is not None:
-        raise BackendUnavailableError(f"quantize={quantize} needs an exported {backend} model, not built here yet")
+    if backend == "openvino" or (backend == "onnx" and stage == "rerank"):
+        raise BackendUnavailableError(
+            f"backend={backend} for {stage} is not available yet: sentence-transformers runs it through optimum, "
+            "whose optimum-onnx / optimum-intel pin transformers<4.58 (this install has transformers 5); "
+            "use backend=onnx for dense systems"
+        )
 
     for module in BACKEND_PACKAGES.get(backend, ()):
         try:
@@ -263,8 +269,7 @@ def _require_backend(backend: str, quantize: str | None) -> None:
         if not found:
             raise BackendUnavailableError(
                 f"backend={backend} needs the Python module {module!r}, which is not installed: "
-                f"pip install 'sentence-transformers[{backend}]' (optimum-onnx and optimum-intel pin "
-                "transformers<4.58 today, which conflicts with the transformers 5 that sentence-transformers 6 needs)"
+                "pip install 'irflow[fast]'"
             )
 
 
@@ -282,7 +287,7 @@ def load_sentence_transformer(
     path: str, backend: str = "torch", quantize: str | None = None, precision: str = "fp32", device: str | None = None
 ) -> Any:
     """Load a bi-encoder once per process (reranking many queries must not reload it)."""
-    _require_backend(backend, quantize)
+    _require_backend(backend, "dense")
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(path, **_load_kwargs(backend, precision, device))
@@ -295,7 +300,7 @@ def load_cross_encoder(
     path: str, backend: str = "torch", quantize: str | None = None, precision: str = "fp32", device: str | None = None
 ) -> Any:
     """Load a cross-encoder once per process."""
-    _require_backend(backend, quantize)
+    _require_backend(backend, "rerank")
     from sentence_transformers import CrossEncoder
 
     return CrossEncoder(path, **_load_kwargs(backend, precision, device))
@@ -326,6 +331,11 @@ def encode(
     model (``tasks.api_embed``) sends them to its endpoint."""
     if not isinstance(model, ResolvedModel):
         return model.encode(texts, prompt=prompt)
+    if model.backend == "onnx":
+        from irflow.tasks.backends import encode_onnx
+
+        _require_backend("onnx", "dense")
+        return encode_onnx(model, texts, prompt=prompt, max_seq_length=max_seq_length, batch_size=batch_size)
     st = load_sentence_transformer(model.path, model.backend, model.quantize, model.precision, model.device)
     st.max_seq_length = max_seq_length or _DEFAULT_MAX_SEQ_LENGTH[model.path]
     vectors = st.encode(
@@ -346,17 +356,18 @@ def score_pairs(model: str, query: str, documents: Sequence[str], *, batch_size:
 
 
 def score_pairs_many(
-    model: str, items: Sequence[tuple[str, Sequence[str]]], *, batch_size: int = 32
+    model: str, items: Sequence[tuple[str, Sequence[str]]], *, batch_size: int = 32, encoder: Any = None
 ) -> list[list[float]]:
-    """``score_pairs`` for many queries at once: one model call over every pair (fast reranking)."""
-    resolved = resolve_model(model)
+    """``score_pairs`` for many queries at once: one model call over every pair (fast reranking).
+    ``encoder``: a spec whose backend/quantize/precision/device options the model runs with."""
+    resolved = resolve_model(model) if encoder is None else with_encoder(resolve_model(model), encoder)
     sizes = [len(docs) for _, docs in items]
     if is_cross_encoder(resolved):
         pairs = [(query, doc) for query, docs in items for doc in docs]
         flat = np.asarray(
-            load_cross_encoder(resolved.path).predict(
-                pairs, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True
-            ),
+            load_cross_encoder(
+                resolved.path, resolved.backend, resolved.quantize, resolved.precision, resolved.device
+            ).predict(pairs, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True),
             dtype=np.float64,
         )
     else:

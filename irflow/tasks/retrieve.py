@@ -507,6 +507,6 @@ class _Rerank(Searcher[RerankSpec]):
         texts = head["doc_id"].map(self.doc_text)
         items = [(str(query_text[qid]), group.tolist()) for qid, group in texts.groupby(head["query_id"], sort=False)]
         start = time.perf_counter()
-        scores = models.score_pairs_many(spec.model, items) if items else []
+        scores = models.score_pairs_many(spec.model, items, encoder=spec) if items else []
         self.info["rerank_seconds"] = self.info.get("rerank_seconds", 0.0) + time.perf_counter() - start
         return apply_rerank(run, spec.top, [s for row in scores for s in row])
