@@ -4,7 +4,11 @@ with an ``evaluate`` subflow (and evaluation run) per dataset.
 ``nightly`` then compares with the last successful nightly run of the same configuration
 (``Experiment.config_id``) and ends Failed when a metric dropped by more than the threshold with
 a significant paired test after correction, naming metric, delta, p-value and the likely cause.
-Composition only: the work is in ``tasks.experiment``, ``tasks.regression`` and ``tasks.tracking``.
+Beside it, the experiment's ``drift:`` checks (``flows.nightly_drift``) test whether a query log drifted
+from its dataset's queries; a drift ends the run Failed with the alert (a check with ``fail: false``
+only reports it), but leaves the MLflow run FINISHED: its numbers remain the next run's baseline.
+Composition only: the work is in ``tasks.experiment``, ``tasks.regression``, ``tasks.drift`` and
+``tasks.tracking``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from prefect import flow
 from prefect.states import Completed
 
 from irflow.flows.evaluate import SystemsFailed, evaluate_flow
+from irflow.flows.nightly_drift import DriftError, drift_stage
 from irflow.flows.stages import link_to_mlflow, prefect_tags, task_runner_scope
 from irflow.tasks import regression
 from irflow.tasks.atomic import atomic_open, atomic_path, write_json
@@ -228,6 +233,8 @@ def nightly_flow(
 
     exp = resolve_experiment(experiment, config)
     suite = run_suite(exp, "nightly", output, task_runner, scheduler)
+    drift = drift_stage(exp, suite.output)
+    suite.failed.update({f"drift check {d}": e for d, e in drift.failed.items()})
     tracker, settings = suite.tracker, exp.regression
     previous = tracker.search(
         f"tags.`{KIND}` = 'nightly' and tags.`irflow.config` = '{exp.config_id()}'", max_results=1, finished=True
@@ -256,12 +263,14 @@ def nightly_flow(
     message = "; ".join(
         regression.describe(row, causes.get((row["dataset"], row["system"]), ())) for row in flagged.to_dict("records")
     )
+    if drift.checks:
+        text += "\n" + drift.markdown()
 
     with atomic_open(suite.output / "nightly.md", "w", encoding="utf-8") as fh:
         fh.write(text)
     with atomic_path(suite.output / "changes.csv") as tmp:
         changes.to_csv(tmp, index=False)
-    metrics = {"regressions": float(len(flagged)), "comparisons": float(len(changes))}
+    metrics = {"regressions": float(len(flagged)), "comparisons": float(len(changes)), **drift.metrics()}
     for row in changes.to_dict("records"):
         name = (row["dataset"], row["system"], metric_key(row["metric"]))
         metrics[mlflow_key("regression", "delta", *name)] = row["delta"]
@@ -273,24 +282,33 @@ def nightly_flow(
             "irflow.previous_run": previous_id,
             "irflow.regression": str(bool(len(flagged))).lower(),
             "irflow.regression_message": message or None,
+            **drift.tags(),
         },
     )
-    tracker.log_files(suite.run_id, suite.output, ("nightly.md", "changes.csv"))
-    create_markdown_artifact(markdown=text, key="nightly-comparison", description="nightly regression check")
-    tracker.end(suite.run_id, failed=bool(len(flagged) or suite.failed))
+    logged = [p.name for p in sorted(suite.output.glob("drift*")) if p.is_file()]
+    tracker.log_files(suite.run_id, suite.output, ("nightly.md", "changes.csv", *logged))
+    create_markdown_artifact(markdown=text, key="nightly-comparison", description="nightly regression and drift check")
+    tracker.end(suite.run_id, failed=bool(len(flagged) or suite.failed))  # a drift alone keeps it a baseline
+    drifted = "; ".join(drift.alerts())
+    also = f"; drift: {drifted}" if drifted else ""
     if len(flagged):
         raise RegressionError(
-            f"nightly {exp.name!r} regressed: {message} (MLflow run {suite.run_id}, compared with {previous_id})"
+            f"nightly {exp.name!r} regressed: {message} (MLflow run {suite.run_id}, compared with {previous_id}){also}"
         )
     if suite.failed:
-        raise SystemsFailed(f"nightly {exp.name!r}: " + "; ".join(f"{k}: {v}" for k, v in suite.failed.items()))
+        raise SystemsFailed(f"nightly {exp.name!r}: " + "; ".join(f"{k}: {v}" for k, v in suite.failed.items()) + also)
     verdict = nightly_verdict(exp.name, previous_id, len(changes), settings.threshold, settings.alpha)
+    if drift.checks:
+        verdict += "; " + drift.verdict()
+    if drift.alerts(failing=True):
+        raise DriftError(f"{verdict} (MLflow run {suite.run_id})")
     result = {
         "mlflow_run_id": suite.run_id,
         "previous_run_id": previous_id,
         "output": str(suite.output),
         "comparisons": len(changes),
         "regressions": 0,
+        "drift": {d: r.drift for d, r in drift.reports.items()},
         "verdict": verdict,
     }
     return Completed(message=verdict, data=result)  # the verdict is the flow run's final state message
@@ -308,6 +326,7 @@ def nightly_verdict(name: str, previous_id: str | None, comparisons: int, thresh
 
 __all__ = [
     "DEFAULT_NIGHTLY_CONFIG",
+    "DriftError",
     "RegressionError",
     "nightly_flow",
     "nightly_verdict",

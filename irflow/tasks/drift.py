@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from scipy import stats
 
 from irflow.tasks.schema import InputError
 
@@ -83,6 +82,15 @@ class DriftReport:
             f"queries of {current} drifted from evaluation set {reference}: MMD² {self.mmd2:.4f}, permutation p "
             f"{self.p_value:.4f} < {self.alpha}; {self.unseen_topic_share:.0%} of them on topics the set does not "
             f"cover, {self.unseen_token_share:.0%} of their tokens unseen"
+        )
+
+    def verdict(self, reference: str, current: str) -> str:
+        """One line either way: the alert when the queries drifted, else that they still match."""
+        if self.drift:
+            return self.alert(reference, current)
+        return (
+            f"no query drift: {current} still matches evaluation set {reference} (MMD² {self.mmd2:.4f}, "
+            f"permutation p {self.p_value:.4f} >= {self.alpha})"
         )
 
     def markdown(self, reference: str, current: str) -> str:
@@ -236,6 +244,8 @@ def drift(
         raise InputError(f"drift needs at least 2 queries on each side, got {len(reference)} and {len(current)}")
     if not 0 < alpha < 1:
         raise InputError(f"alpha must be in (0, 1), got {alpha}")
+    from scipy import stats  # lazily: an experiment file imports DriftCheck, and scipy.stats takes ~0.8 s
+
     rng = np.random.default_rng(seed)
     x, y = (v[rng.choice(len(v), MAX_MMD_QUERIES, replace=False)] if len(v) > MAX_MMD_QUERIES else v
             for v in (reference_vectors, current_vectors))  # fmt: skip

@@ -13,9 +13,11 @@ Example ``experiment.yaml``::
     baseline: bm25                  # a label or a spec (default: the first system)
     seed: 0                         # significance tests and latency sampling
     regression: {threshold: 0.01, alpha: 0.05}
+    drift:                          # nightly: has this log's traffic drifted from the dataset's queries?
+      techdocs: {current: logs/today.csv, alpha: 0.01}
 
-A relative path in a ``run:`` spec is read from the experiment file's folder (from the working
-directory for an experiment given as parameters); the loaded experiment holds canonical specs.
+A relative path in a ``run:`` spec or a drift log is read from the experiment file's folder (from the
+working directory for an experiment given as parameters); the loaded experiment holds canonical specs.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from irflow.tasks.drift import DriftCheck
 from irflow.tasks.external.specs import PluginSpec
 from irflow.tasks.ingest import check_name
 from irflow.tasks.metrics import expand, parse_measures
@@ -72,6 +75,33 @@ class Experiment(BaseModel):
     seed: int = 0
     mlflow_experiment: str = Field("irflow", description="MLflow experiment the runs are logged to")
     regression: Regression = Field(default_factory=Regression)
+    drift: dict[str, DriftCheck] = Field(
+        default_factory=dict,
+        description="dataset -> drift check of a query log against its queries (nightly runs it beside the "
+        "regression check); the check's reference is the dataset",
+    )
+
+    @field_validator("drift", mode="before")
+    @classmethod
+    def _reference_is_the_dataset(cls, value: Any) -> Any:
+        """``drift: {D: {current: LOG}}``: the check's reference is D (given again, it must be D)."""
+        if not isinstance(value, Mapping):
+            return value
+        checks = {}
+        for dataset, settings in value.items():
+            if isinstance(settings, Mapping):
+                if settings.get("reference", dataset) != dataset:
+                    raise ValueError(f"{dataset}: reference is the dataset itself, got {settings['reference']!r}")
+                settings = {**settings, "reference": dataset}
+            checks[dataset] = settings
+        return checks
+
+    @model_validator(mode="after")
+    def _drift_of_evaluated_datasets(self) -> Experiment:
+        unknown = [d for d in self.drift if d not in self.datasets]
+        if unknown:
+            raise ValueError(f"drift: {unknown} not among the experiment's datasets {self.datasets}")
+        return self
 
     def labelled(self) -> dict[str, str]:
         """label -> canonical spec; a plain list uses each canonical spec as its own label."""
@@ -156,7 +186,11 @@ def _canonical_specs(experiment: Experiment, path: Path) -> Experiment:
     baseline = experiment.baseline
     if baseline is not None and baseline not in labels:
         baseline = canonical(baseline, "baseline")
-    return experiment.model_copy(update={"systems": resolved, "baseline": baseline})
+    drift = {
+        dataset: check.model_copy(update={"current": str(folder / Path(check.current).expanduser())})
+        for dataset, check in experiment.drift.items()
+    }
+    return experiment.model_copy(update={"systems": resolved, "baseline": baseline, "drift": drift})
 
 
 def parse_experiment(data: Mapping[str, Any] | Experiment, where: str | None = None) -> Experiment:
@@ -214,7 +248,31 @@ def validate_experiment(experiment: Experiment) -> Experiment:
     check_models(specs)
     experiment.measures()
     experiment.watched()
+    check_drift(experiment)
     return experiment
+
+
+def check_drift(experiment: Experiment) -> None:
+    """Each drift check's log is readable with at least 2 queries and its model is known, so a nightly
+    run does not find out after its suite."""
+    from irflow.tasks.drift import read_queries
+    from irflow.tasks.models import resolve_model
+
+    for dataset, check in experiment.drift.items():
+        where = f"drift.{dataset}"
+        if not Path(check.current).is_file():
+            raise InputError(f"{where}.current: query log not found", path=check.current)
+        try:
+            found = len(read_queries(check.current))
+        except InputError as err:
+            raise InputError(f"{where}.current: {err}") from None
+        if found < 2:
+            raise InputError(f"{where}.current: a drift check needs at least 2 distinct queries, found {found}",
+                             path=check.current)  # fmt: skip
+        try:
+            resolve_model(check.model)
+        except UnknownNameError as err:
+            raise UnknownNameError(f"{where}.model: {err}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,6 +329,7 @@ def suite_markdown(
 __all__ = [
     "Experiment",
     "Regression",
+    "check_drift",
     "check_models",
     "load_experiment",
     "models_of",
