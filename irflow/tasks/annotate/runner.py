@@ -6,7 +6,8 @@ asked again on the next run. Each remote call's vote is appended (and fsynced) t
 completes, so an interruption loses at most the calls in flight. Local judges cost nothing and
 are run in batches of ``local_batch`` votes, one fsync per batch.
 
-Swaps are seeded per (seed, pair, judge): the same on every rerun, independent of timing.
+Swaps are seeded per (seed, pair, judge): the same on every rerun, independent of timing. Each remote
+judge's first call is made alone before the others: a refused key (401/403) stops the run after one request.
 """
 
 from __future__ import annotations
@@ -168,7 +169,14 @@ async def judge_pairs(
         local = [(row, judge) for row, judge in todo if judge.local]
         for i in range(0, len(local), local_batch):
             store.append([await vote(row, judge) for row, judge in local[i : i + local_batch]])
-        await asyncio.gather(*(remote(row, judge) for row, judge in todo if not judge.local))
+        calls = [(row, judge) for row, judge in todo if not judge.local]
+        first: dict[int, int] = {}  # each remote judge's first call goes alone, so a refused key costs
+        for i, (_, judge) in enumerate(calls):  # one request, not one per call in flight
+            first.setdefault(id(judge), i)
+        await asyncio.gather(*(remote(*calls[i]) for i in first.values()))
+        if not refused:
+            probes = set(first.values())
+            await asyncio.gather(*(remote(*call) for i, call in enumerate(calls) if i not in probes))
         if refused:
             raise refused[0]
     finally:
