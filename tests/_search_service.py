@@ -5,7 +5,10 @@ port, printed on the first line of stdout) in two shapes: irflow's default proto
 Elasticsearch's ``_search`` on ``/es/_search``. The first request it gets is answered 429 with
 ``Retry-After: 1``, the second 503; with TOKEN every request must carry ``Authorization: Bearer TOKEN``
 (401 otherwise). ``/leaky`` always answers 400 with a body that echoes the Authorization header. Each
-request is logged to LOG (``status path``); ``X-Service-Ms`` says how long the service itself took.
+request is logged to LOG (``status path``); ``X-Service-Ms`` says how long the service itself took, and
+``/stats`` answers ``{"answered": N, "own_ms": [...]}``, the own times of the searches answered 200
+since the previous ``/stats`` (for benchmarks: the service's time in a whole batch; not logged, not
+counted as a request).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ LOG = open(sys.argv[2], "a", encoding="utf-8", buffering=1)
 TOKEN = sys.argv[3] if len(sys.argv) > 3 else None
 LOCK = threading.Lock()
 SEEN = [0]
+OWN: list[float] = []
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -32,21 +36,33 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def answer(self, status: int, body: object, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
+        own_ms = (time.perf_counter() - self.start) * 1000
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("X-Service-Ms", f"{(time.perf_counter() - self.start) * 1000:.4f}")
+        self.send_header("X-Service-Ms", f"{own_ms:.4f}")
         for key, value in (headers or {}).items():
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)
         with LOCK:
             LOG.write(f"{status} {self.path}\n")
+            if status == 200:
+                OWN.append(own_ms)
 
     def do_POST(self) -> None:
         self.start = time.perf_counter()
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         auth = self.headers.get("Authorization", "")
+        if self.path == "/stats":
+            with LOCK:
+                data = json.dumps({"answered": len(OWN), "own_ms": OWN}).encode()
+                OWN.clear()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return None
         if self.path == "/leaky":
             return self.answer(400, {"error": f"rejected request with credentials {auth!r}"})
         with LOCK:

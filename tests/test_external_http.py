@@ -73,6 +73,8 @@ def test_a_service_gives_the_metrics_of_the_run_it_serves(served, tmp_path: Path
         assert took >= 1.0  # Retry-After: 1 was honoured
         assert per_query(dataset, result.run) == expected
         assert result.run.equals(retrieve(dataset, f"run:{trec}").run)  # the very same table, scores and ties
+        one_by_one = retrieve(dataset, f"http(auth_env=SEARCH_TOKEN,concurrency=1):{url}/search", depth=100)
+        assert one_by_one.run.equals(result.run)  # concurrency 1: requests in turn, the same table
         assert TOKEN not in json.dumps(result.info) and result.info["http_auth_env"] == "SEARCH_TOKEN"
 
         from irflow.tasks.retrieve import make_searcher
@@ -110,6 +112,42 @@ def test_service_errors_name_the_system_and_never_show_the_token(served, tmp_pat
             retrieve(dataset, f"http(auth_env=SEARCH_TOKEN,hits=results,retries=2):{url}/search")
     with pytest.raises(Exception, match="failed 2 times; last: ConnectionRefusedError"):
         retrieve(dataset, f"http(retries=1):{url}/search")  # the service is gone
+
+
+def test_answers_of_any_shape_read_as_the_checked_path_reads_them() -> None:
+    """The quick read of the common shape and the hit-by-hit read agree, and a bad hit is named either way."""
+    from test_bm25 import tiny_dataset
+
+    from irflow.tasks.external.http_service import HttpSearcher, ServiceError
+
+    def searcher(options: str = "") -> HttpSearcher:
+        return HttpSearcher(tiny_dataset(), parse_system(f"http{options}:http://127.0.0.1:9/never-called"))  # type: ignore[arg-type]
+
+    plain = searcher()
+    answers = [
+        {"hits": [{"id": "d2", "score": 2.5}, {"id": "d1", "score": 1}]},  # quick: string ids, numbers
+        {"hits": [{"id": 7, "score": 0.5}, {"id": 3, "score": -1.0}]},  # quick: integer ids become strings
+        {"hits": [{"id": "d1", "score": "0.25"}, {"id": 4, "score": 1e-3}]},  # hit by hit: a numeric string
+        {"hits": [{"id": "d1", "score": 1e308}, {"id": "d2", "score": 1e308}]},  # the sum overflows; each is finite
+        {"hits": []},
+    ]
+    for answer in answers:
+        docs, scores = plain._hits(answer)
+        assert (docs, scores) == plain._hits_checked(answer["hits"])
+        assert all(isinstance(d, str) for d in docs)
+    assert plain._hits(answers[2]) == (["d1", "4"], [0.25, 0.001])
+    nested = searcher("(hits=data.items,id=doc.key,score=rel.0)")
+    assert nested._hits({"data": {"items": [{"doc": {"key": 5}, "rel": [0.5]}]}}) == (["5"], [0.5])
+    for hit in (
+        {"id": "d1", "score": float("nan")},
+        {"id": "d1", "score": 10**400},
+        {"id": True, "score": 1.0},
+        {"id": "d1"},
+        {"score": 1.0},
+        {"id": ["d1"], "score": 1.0},
+    ):
+        with pytest.raises(ServiceError, match="hit 2 has no id at 'id' or no finite score at 'score'"):
+            plain._hits({"hits": [{"id": "d0", "score": 2.0}, hit]})
 
 
 def test_http_options_and_specs() -> None:

@@ -195,6 +195,10 @@ def test_unknown_ids_are_counted_reported_and_dropped_and_ties_follow_trec_eval(
         ("a.trec", "q1 Q0 d1 one 2 t\n", ":1: rank must be an integer, got 'one'"),
         ("a.json", '{"q1": {"d1": 1, "d2": "x"}}', 'field ["q1"]["d2"]: score must be a finite number, got \'x\''),
         ("a.json", '{"q1": {"d1": 1, "d1": 2}}', 'key "d1" appears twice in one object'),
+        ("a.json", '{"q1": {"d1": 1}, "q1": {"d2": 2}}', 'key "q1" appears twice in one object'),
+        ("a.json", '{"q1": {"d:1": 1, "d:1": 2}}', 'key "d:1" appears twice in one object'),
+        ("a.json", '{"q1": {"d1": 1' + "0" * 400 + "}}", 'field ["q1"]["d1"]: score must be a finite number'),
+        ("a.json", '{"q1": {"d1": true}}', 'field ["q1"]["d1"]: score must be a finite number, got True'),
         ("a.json", '{"q1": {"d1": NaN}}', 'field ["q1"]["d1"]: score must be a finite number'),
         ("a.json", '{"q1": [1, 2]}', 'field ["q1"]: expected {"query id": {"doc id": score'),
         ("a.json", '{"q1": {"d1": 1}', "not valid JSON"),
@@ -209,6 +213,21 @@ def test_bad_run_files_fail_naming_file_line_or_field(tmp_path: Path, name: str,
     with pytest.raises(InputError) as info:
         retrieve(tiny_dataset(), spec)
     assert fragment in str(info.value) and str(tmp_path) in str(info.value)
+
+
+def test_json_runs_with_colons_in_ids_read_like_any_other(tmp_path: Path) -> None:
+    """Ids containing ':' make the quick repeated-key check inconclusive: the file is read key by key, same table."""
+    from irflow.tasks.external.runfile import read_run
+
+    path = tmp_path / "run.json"
+    path.write_text('{"q:1": {"d:1": 2, "d2": 1.5}, "q2": {"d:1": 3, "d3": 1e-3}}')
+    run = read_run(path).run
+    assert run.to_dict("list") == {
+        "query_id": ["q:1", "q:1", "q2", "q2"],
+        "doc_id": ["d:1", "d2", "d:1", "d3"],
+        "score": [2.0, 1.5, 3.0, 0.001],
+    }
+    assert list(run.dtypes) == [pd.StringDtype(na_value=float("nan"))] * 2 + [float]
 
 
 def test_bad_parquet_runs_name_the_field_and_row(tmp_path: Path) -> None:

@@ -57,6 +57,32 @@ def test_order_is_score_desc_then_doc_id_desc_as_strings() -> None:
     assert ranked(order_run(run.iloc[::-1])) == ranked(run)  # input order never matters
 
 
+def test_order_equals_a_stable_pandas_sort_on_random_runs() -> None:
+    """order_run sorts with Arrow; its order (and rank, dtypes, index) is that of pandas' stable sort by
+    query id, score descending, doc id descending, on ties, -0.0, NaN and infinite scores, unicode ids
+    (code point order), missing doc ids and any input index."""
+    rng = np.random.default_rng(7)
+    alphabet = ["a", "b", "Z", "é", "😀", "10", "9", "", " ", "ß", "\u0301"]
+    scores = [0.0, -0.0, 1.0, 1.5, -2.0, float("nan"), 1e-300, np.inf, -np.inf]
+    for trial in range(200):
+        n = int(rng.integers(0, 40))
+        run = pd.DataFrame(
+            {
+                "query_id": [str(rng.choice(alphabet[:5])) + str(rng.choice(alphabet)) for _ in range(n)],
+                "doc_id": ["".join(rng.choice(alphabet, size=int(rng.integers(1, 4)))) for _ in range(n)],
+                "score": rng.choice(scores, size=n),
+            },
+            index=rng.permutation(n) * 3,
+        )
+        if trial % 3 == 0 and n:
+            run.loc[run.index[0], "doc_id"] = None
+        expected = run.astype({"query_id": "str", "doc_id": "str"}).sort_values(
+            ["query_id", "score", "doc_id"], ascending=[True, False, False], kind="mergesort", ignore_index=True
+        )
+        expected["rank"] = expected.groupby("query_id", sort=False).cumcount().add(1).astype("int64")
+        pd.testing.assert_frame_equal(order_run(run), expected)
+
+
 def test_order_matches_trec_eval_tie_breaking() -> None:
     """pytrec_eval (trec_eval's code) must score our order the same as its own ordering of the scores."""
     pytrec_eval = pytest.importorskip("pytrec_eval")

@@ -11,9 +11,11 @@ echo it are redacted.
 
 from __future__ import annotations
 
+import math
 import os
 import weakref
 from concurrent.futures import ThreadPoolExecutor
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -84,15 +86,37 @@ class HttpSearcher(Searcher[HttpSpec]):
             http_concurrency=self.options.concurrency,
         )
 
-    def _query(self, text: str, k: int) -> list[tuple[str, float]]:
+    def _query(self, text: str, k: int) -> tuple[list[str], list[float]]:
+        """One round trip: the answer's hits as ``(doc ids, scores)`` in the service's order."""
+        body = fill(self.options.template, text, k)
+        return self._hits(self.call.post(self.client, body).json)
+
+    def _hits(self, answer: Any) -> tuple[list[str], list[float]]:
+        """The ids and scores of an answer's hits. The common shape (one key each for id and score, string
+        or integer ids, numeric scores) is read with one comprehension per column; anything else goes
+        through :meth:`_hits_checked`, which reads every shape the paths allow and names a bad hit."""
         o = self.options
-        body = fill(o.template, text, k)
-        answer = self.call.post(self.client, body).json
         hits = dig(answer, o.hits)
         if not isinstance(hits, list):
             shape = redact(repr(answer)[:200], self._secrets)
             raise ServiceError(f"{self.who}: no list of hits at {'.'.join(o.hits)!r} in the answer {shape}")
-        out = []
+        if len(o.id) == 1 and len(o.score) == 1:
+            try:
+                docs = [hit[o.id[0]] for hit in hits]
+                scores = [hit[o.score[0]] for hit in hits]
+            except (KeyError, TypeError, IndexError):
+                pass
+            else:
+                if all(type(s) is float or type(s) is int for s in scores) and _finite(scores):
+                    if all(type(d) is str for d in docs):
+                        return docs, scores
+                    if all(type(d) is int for d in docs):
+                        return [str(d) for d in docs], scores
+        return self._hits_checked(hits)
+
+    def _hits_checked(self, hits: list[Any]) -> tuple[list[str], list[float]]:
+        o = self.options
+        docs, scores = [], []
         for i, hit in enumerate(hits):
             doc, score = dig(hit, o.id), number(dig(hit, o.score))
             if doc is None or isinstance(doc, (dict, list, bool)) or score is None:
@@ -100,38 +124,51 @@ class HttpSearcher(Searcher[HttpSpec]):
                     f"{self.who}: hit {i + 1} has no id at {'.'.join(o.id)!r} or no finite score at "
                     f"{'.'.join(o.score)!r}: {redact(repr(hit)[:200], self._secrets)}"
                 )
-            out.append((str(doc), score))
-        return out
+            docs.append(str(doc))
+            scores.append(score)
+        return docs, scores
 
     def query(self, query_id: str, text: str, depth: int) -> Any:
-        """The round trip of one query, with the answer decoded into ``(doc id, score)`` hits."""
+        """The round trip of one query, with the answer decoded into ``(doc ids, scores)``."""
         return self._query(text, depth)
 
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
+        """Every query's hits collected as plain lists (one request after another at concurrency 1, else
+        ``concurrency`` at a time), then one run table built from them, checked and ordered at once."""
         qids = queries["query_id"].astype(str).tolist()
         texts = queries["text"].fillna("").astype(str).tolist()
         if len(texts) == 1:
-            return self._single(qids[0], self._query(texts[0], depth))
-        with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
-            answers = list(pool.map(lambda t: self._query(t, depth), texts))
-        rows = [(q, d, s) for q, hits in zip(qids, answers) for d, s in hits]
-        run = pd.DataFrame(rows, columns=["query_id", "doc_id", "score"]).astype(
-            {"query_id": "str", "doc_id": "str", "score": "float64"}
+            return self._single(qids[0], *self._query(texts[0], depth))
+        if self.options.concurrency == 1:
+            answers = [self._query(text, depth) for text in texts]
+        else:
+            with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
+                answers = list(pool.map(lambda t: self._query(t, depth), texts))
+        counts = np.fromiter((len(docs) for docs, _ in answers), dtype=np.int64, count=len(answers))
+        run = pd.DataFrame(
+            {
+                "query_id": pd.Series(np.repeat(np.asarray(qids, dtype=object), counts), dtype="str"),
+                "doc_id": pd.Series(list(chain.from_iterable(docs for docs, _ in answers)), dtype="str"),
+                "score": np.fromiter(
+                    chain.from_iterable(scores for _, scores in answers), dtype=np.float64, count=int(counts.sum())
+                ),
+            }
         )
-        run = run.drop_duplicates(["query_id", "doc_id"], keep="first")  # passage indexes repeat documents
+        if any(len(set(docs)) < len(docs) for docs, _ in answers):
+            run = run.drop_duplicates(["query_id", "doc_id"], keep="first")  # passage indexes repeat documents
         batch = queries is self.dataset.queries
-        kept, counts = against_dataset(self.dataset, run, self.who, all_queries=batch, overlap=batch)
-        add_counts(self.info, counts)
+        kept, counts_dropped = against_dataset(self.dataset, run, self.who, all_queries=batch, overlap=batch)
+        add_counts(self.info, counts_dropped)
         return order_run(kept)
 
-    def _single(self, qid: str, hits: list[tuple[str, float]]) -> pd.DataFrame:
+    def _single(self, qid: str, docs: list[str], scores: list[float]) -> pd.DataFrame:
         """One query's run table without pandas' per-call overheads (the latency path): the same rules as
         a batch (first hit of a repeated document, unknown documents dropped and counted, ``order_run``'s
         order: score descending, ties by doc id descending)."""
         if self._corpus_ids is None:
             self._corpus_ids = frozenset(self.dataset.corpus["doc_id"].astype(str))
         seen: dict[str, float] = {}
-        for doc, score in hits:
+        for doc, score in zip(docs, scores):
             seen.setdefault(doc, score)
         known = [(d, s) for d, s in seen.items() if d in self._corpus_ids]
         if len(known) < len(seen):
@@ -146,3 +183,11 @@ class HttpSearcher(Searcher[HttpSpec]):
                 "rank": np.arange(1, len(known) + 1, dtype=np.int64),
             }
         )
+
+
+def _finite(scores: list[float]) -> bool:
+    """Whether every score is a finite float (a finite sum says so at once; else each is checked)."""
+    try:
+        return math.isfinite(sum(scores)) or all(math.isfinite(s) for s in scores)
+    except OverflowError:  # an integer too large for a float
+        return False

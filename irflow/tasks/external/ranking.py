@@ -160,6 +160,6 @@ def number(value: Any) -> float | None:
         return None
     try:
         out = float(value)
-    except ValueError:
+    except (ValueError, OverflowError):  # not a number, or an integer too large for a float
         return None
     return out if np.isfinite(out) else None

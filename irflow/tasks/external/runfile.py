@@ -17,6 +17,7 @@ import math
 import os
 import time
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -66,50 +67,89 @@ def read_run(path: str | os.PathLike[str]) -> RunFile:
 
 
 def _json(data: bytes, where: str) -> pd.DataFrame:
-    """ranx / ir_measures JSON: ``{qid: {docid: score}}``; a key given twice in an object is an error."""
+    """ranx / ir_measures JSON: ``{qid: {docid: score}}``; a key given twice in an object is an error.
 
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out = dict(items)
-        if len(out) != len(items):
-            seen: set[str] = set()
-            twice = next(k for k, _ in items if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-            raise InputError(f'key "{twice}" appears twice in one object (a document twice for a query?)', path=where)
-        return out
+    One ``json.loads``, then the columns are built without per-hit Python work: query ids repeated by
+    index (pyarrow ``take``), the scores' types checked as a set and their finiteness as an array. A
+    repeated key, which ``json.loads`` would silently merge, shows as fewer parsed keys than ``:`` in the
+    text; only then (or when ids contain ``:``) is the file parsed again, key by key, to name it.
+    """
+    import pyarrow as pa
 
+    top = _load_json(data, where, None)
+    expected = 'expected {"query id": {"doc id": score, ...}, ...} (ranx / ir_measures JSON)'
+    if not isinstance(top, dict):
+        raise InputError(f"{expected}, got a JSON {type(top).__name__}", path=where)
+    for qid, hits in top.items():
+        if type(hits) is not dict:
+            raise InputError(f'field ["{qid}"]: {expected}, got {type(hits).__name__}', path=where)
+    counts = np.fromiter((len(hits) for hits in top.values()), dtype=np.int64, count=len(top))
+    if data.count(b":") != len(top) + int(counts.sum()):
+        _load_json(data, where, _unique_keys)  # raises on a repeated key (else ids merely contain ':')
+    docs = list(chain.from_iterable(top.values()))
+    scores = list(chain.from_iterable(hits.values() for hits in top.values()))
+    score = _scores(scores)
+    if score is None:
+        bad = next(i for i, s in enumerate(scores) if not _finite(s))
+        qids = np.repeat(np.arange(len(top)), counts)
+        raise InputError(
+            f'field ["{list(top)[qids[bad]]}"]["{docs[bad]}"]: score must be a finite number, got {scores[bad]!r:.40}',
+            path=where,
+        )
+    rows = pa.array(np.repeat(np.arange(len(top), dtype=np.int64), counts))
+    table = pa.table(
+        {
+            "query_id": pa.array(list(top), type=pa.string()).take(rows),
+            "doc_id": pa.array(docs, type=pa.string()),
+            "score": score,
+        }
+    )
+    return table.to_pandas().astype({"query_id": "str", "doc_id": "str"})
+
+
+def _load_json(data: bytes, where: str, hook: Any) -> Any:
     try:
-        top = json.loads(data, object_pairs_hook=pairs)
+        return json.loads(data, object_pairs_hook=hook)
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text at byte {exc.start}", path=where) from None
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON: {exc.msg} (column {exc.colno})", path=where, line=exc.lineno) from None
-    expected = 'expected {"query id": {"doc id": score, ...}, ...} (ranx / ir_measures JSON)'
-    if not isinstance(top, dict):
-        raise InputError(f"{expected}, got a JSON {type(top).__name__}", path=where)
-    qids: list[str] = []
-    docs: list[str] = []
-    scores: list[Any] = []
-    for qid, hits in top.items():
-        if not isinstance(hits, dict):
-            raise InputError(f'field ["{qid}"]: {expected}, got {type(hits).__name__}', path=where)
-        qids.extend([qid] * len(hits))
-        docs.extend(hits)
-        scores.extend(hits.values())
-    bad = next((i for i, s in enumerate(scores) if not _finite(s)), None)
-    if bad is not None:
+    except _RepeatedKey as exc:
         raise InputError(
-            f'field ["{qids[bad]}"]["{docs[bad]}"]: score must be a finite number, got {scores[bad]!r:.40}', path=where
-        )
-    return pd.DataFrame(
-        {
-            "query_id": pd.Series(qids, dtype="str"),
-            "doc_id": pd.Series(docs, dtype="str"),
-            "score": pd.Series(scores, dtype="float64"),
-        }
-    )
+            f'key "{exc.key}" appears twice in one object (a document twice for a query?)', path=where
+        ) from None
+
+
+class _RepeatedKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(items)
+    if len(out) != len(items):
+        seen: set[str] = set()
+        raise _RepeatedKey(next(k for k, _ in items if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
+    return out
+
+
+def _scores(values: list[Any]) -> np.ndarray | None:
+    """``values`` as float64 when every one is a finite int or float (not a bool), else None."""
+    if not set(map(type, values)) <= {int, float}:
+        return None
+    try:
+        score = np.array(values, dtype=np.float64)
+    except OverflowError:  # an integer too large for a float
+        return None
+    return score if bool(np.isfinite(score).all()) else None
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    try:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        return False
 
 
 def _parquet(data: bytes, where: str) -> pd.DataFrame:
