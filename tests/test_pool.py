@@ -86,16 +86,29 @@ def test_pool_fill_import_and_evaluate_like_trec_eval(tmp_path: Path) -> None:
     hits = run.groupby("query_id").size().reindex(merged.qrels["query_id"].unique(), fill_value=0)
     every_hit_judged = float(np.mean(np.minimum(hits, 10) / 10))  # a query with fewer than 10 hits scores less
     assert after["Judged@10"] == pytest.approx(every_hit_judged, abs=1e-12) and before["Judged@10"] < every_hit_judged
+    assert after["Bpref"] == pytest.approx(trec_eval(run, merged.qrels, "bpref"), abs=1e-12)
+    for qrels, values in ((partial.qrels, before), (merged.qrels, after)):  # the condensed list, as Sakai 2007
+        judged = set(zip(qrels["query_id"], qrels["doc_id"]))  # defines it: unjudged documents removed first
+        condensed = run[[(q, d) in judged for q, d in zip(run["query_id"], run["doc_id"])]]
+        assert 0 < len(condensed) < len(run)
+        assert values["nDCG(judged_only=True)@10"] == pytest.approx(
+            trec_eval(condensed, qrels, "ndcg_cut_10"), abs=1e-12
+        )
+    assert before["nDCG(judged_only=True)@10"] != pytest.approx(
+        mean(evaluate(run, partial.qrels, ["nDCG@10"]))["nDCG@10"]
+    )
+
+
+def trec_eval(run: pd.DataFrame, qrels: pd.DataFrame, measure: str) -> float:
+    """pytrec_eval's ``measure`` averaged over the judged queries (0 for a query the run does not rank)."""
     qrels_d: dict[str, dict[str, int]] = {}
-    for q, d, g in merged.qrels.itertuples(index=False):
+    for q, d, g in qrels[["query_id", "doc_id", "relevance"]].itertuples(index=False):
         qrels_d.setdefault(q, {})[d] = int(g)
     run_d: dict[str, dict[str, float]] = {}
     for q, d, s in run[["query_id", "doc_id", "score"]].itertuples(index=False):
         run_d.setdefault(q, {})[d] = float(s)
-    reference = pytrec_eval.RelevanceEvaluator(qrels_d, {"bpref"}).evaluate(run_d)
-    assert after["Bpref"] == pytest.approx(
-        np.mean([reference.get(q, {}).get("bpref", 0.0) for q in qrels_d]), abs=1e-12
-    )
+    reference = pytrec_eval.RelevanceEvaluator(qrels_d, {measure}).evaluate(run_d)
+    return float(np.mean([reference.get(q, {}).get(measure, 0.0) for q in qrels_d]))
 
 
 def test_sheet_errors_name_file_and_line_and_blank_grades_are_skipped(tmp_path: Path) -> None:
@@ -130,3 +143,35 @@ def test_agreement_matches_published_values_and_scikit_learn() -> None:
     assert cohen_kappa(a, b, weights="quadratic") == pytest.approx(
         sklearn.cohen_kappa_score(a, b, weights="quadratic"), abs=1e-12
     )
+
+
+def test_agreement_command_on_two_filled_sheets_matches_a_hand_computation(tmp_path: Path) -> None:
+    """Two judges grade 10 shared (query, document) units 0-3 and disagree on 3, by one grade each; judge 1
+    also grades an 11th that judge 2 left blank. By hand: p_o = 7/10, p_e = (3·3 + 3·3 + 2·3 + 2·1)/100 =
+    0.26, kappa = 0.44/0.74; quadratic kappa = 1 − 3/21.8 (Σ a_i b_j (i−j)² = 218 over 10 units);
+    Krippendorff over the 20 paired values (n_c = 6, 6, 5, 3): nominal 1 − 0.3/(294/380), interval
+    1 − 0.3/(870/380), ordinal 1 − 8.8/(24720/380)."""
+    first, second = [0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2], [0, 1, 2, 3, 1, 1, 2, 2, 0, 0, None]
+    for name, grades in (("a.tsv", first), ("b.tsv", second)):
+        rows = "".join(f"q{i % 3}\td{i}\t{'' if g is None else g}\tquery {i % 3}\n" for i, g in enumerate(grades))
+        (tmp_path / name).write_text("query_id\tdoc_id\tgrade\tquery\n" + rows, encoding="utf-8")
+    expected = {
+        "Cohen's kappa:": 0.44 / 0.74,
+        "Cohen's kappa, quadratic:": 1 - 3 / 21.8,
+        "Krippendorff's alpha, nominal:": 1 - 0.3 / (294 / 380),
+        "Krippendorff's alpha, ordinal:": 1 - 8.8 / (24720 / 380),
+        "Krippendorff's alpha, interval:": 1 - 0.3 / (870 / 380),
+    }
+    done = irflow("agreement", str(tmp_path / "a.tsv"), str(tmp_path / "b.tsv"), env=dict(os.environ))
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    assert lines[0] == "11 units judged, 10 by every judge"
+    printed = {line.rsplit(" ", 1)[0].strip(): float(line.rsplit(" ", 1)[1]) for line in lines[1:]}
+    assert printed == {label: round(value, 3) for label, value in expected.items()}  # 0.595 0.862 0.612 0.865 0.869
+    from irflow.tasks.pool import agreement_table
+
+    table = agreement_table([tmp_path / "a.tsv", tmp_path / "b.tsv"])
+    a, b = table["judge1"], table["judge2"]
+    exact = [cohen_kappa(a, b), cohen_kappa(a, b, weights="quadratic")]
+    exact += [krippendorff_alpha(table, level) for level in ("nominal", "ordinal", "interval")]
+    assert exact == pytest.approx(list(expected.values()), abs=1e-12)
