@@ -1,12 +1,12 @@
 """Encoding backends: documents/s and nDCG@10 of all-MiniLM-L6-v2 as torch fp32 (the reference),
-ONNX Runtime fp32 and ONNX Runtime int8 (``dense(backend=onnx,quantize=int8):minilm``) on SciFact.
+ONNX Runtime fp32 and int8 (``dense(backend=onnx,quantize=int8):minilm``), OpenVINO fp32, bf16 and
+int8 (NNCF) on SciFact.
 
 Speed: a fixed sample of ``--speed-docs`` corpus documents (seed 0), encoded by each backend in turn,
 ``--rounds`` rounds interleaved in one process (A B C A B C), batch 32; exports are built before timing.
 Quality: the 300 test queries against their judged documents plus ``--sample`` further corpus
 documents (seed 1), the same subset for every backend; nDCG@10 by exact inner-product search.
-Target: onnx int8 >= 2.5x torch fp32 docs/s with |delta nDCG@10| <= 0.005. OpenVINO is not measured:
-optimum-intel cannot install beside transformers 5 (see tasks.backends).
+Target: onnx int8 >= 2.5x torch fp32 docs/s with |delta nDCG@10| <= 0.005.
 
     python benchmarks/bench_backends.py [--speed-docs 256] [--rounds 3] [--sample 500]
 
@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import numpy as np  # noqa: E402
+import torch  # noqa: E402
 from _scifact import scifact  # noqa: E402
 
 from irflow.tasks.atomic import write_json  # noqa: E402
@@ -38,6 +39,9 @@ SYSTEMS = {
     "torch-fp32": "dense:minilm",
     "onnx-fp32": "dense(backend=onnx):minilm",
     "onnx-int8": "dense(backend=onnx,quantize=int8):minilm",
+    "openvino-fp32": "dense(backend=openvino):minilm",
+    "openvino-bf16": "dense(backend=openvino,precision=bf16):minilm",
+    "openvino-int8": "dense(backend=openvino,quantize=int8):minilm",
 }
 
 
@@ -121,10 +125,11 @@ def main() -> None:
             "delta_ndcg_at_10_vs_torch_fp32": {k: round(v - ndcg[reference], 4) for k, v in ndcg.items()},
         },
         "targets": {"onnx-int8 speedup": ">= 2.5", "|delta nDCG@10|": "<= 0.005"},
+        "threads": {"torch": torch.get_num_threads(), "cpu_count": os.cpu_count()},
         "not_measured": {
-            "openvino": "optimum-intel pins transformers<4.58; sentence-transformers 6 needs transformers 5",
-            "cross-encoder": "no cross-encoder with weights is available offline; the bi-encoder rerank path "
-            "encodes with the same encode() as above, so its ratio is this one",
+            "cross-encoder": "no cross-encoder with weights is available offline (and onnx/openvino cross-encoders "
+            "are not built); the bi-encoder rerank path encodes with the same encode() as above, so its ratio "
+            "is this one",
             "gpu fp16": "no GPU on this machine",
         },
         "command": "python benchmarks/bench_backends.py " + " ".join(sys.argv[1:]),

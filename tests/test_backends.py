@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from irflow.tasks import backends
-from irflow.tasks.models import BackendUnavailableError, encode, load_sentence_transformer, resolve_model, with_encoder
+from irflow.tasks import backends, exports
+from irflow.tasks.experiment import check_models
+from irflow.tasks.models import BackendUnavailableError, encode, load_cross_encoder, resolve_model, with_encoder
 from irflow.tasks.schema import InputError, UnknownNameError
 from irflow.tasks.systems import parse_system
 
@@ -42,9 +43,12 @@ def test_defaults_are_omitted_from_the_canonical_name() -> None:
         ("dense(device=tpu):minilm", UnknownNameError, "valid: cpu, cuda, mps"),
         ("dense(device=cuda,precision=fp8):minilm", UnknownNameError, "valid: fp32, fp16, bf16"),
         ("dense(quantize=int8):minilm", InputError, "needs backend=onnx or backend=openvino"),
-        ("dense(precision=fp16):minilm", InputError, "give device=cuda or device=mps"),
-        ("dense(device=cpu,precision=bf16):minilm", InputError, "give device=cuda or device=mps"),
-        ("rerank(backend=onnx,device=cuda,precision=fp16):minilm@bm25", InputError, "backend=torch"),
+        ("dense(precision=fp16):minilm", InputError, "device=cuda or device=mps"),
+        ("dense(device=cpu,precision=bf16):minilm", InputError, "device=cuda or device=mps"),
+        ("dense(backend=onnx,precision=bf16):minilm", InputError, "backend=openvino"),
+        ("dense(backend=openvino,quantize=int8,precision=bf16):minilm", InputError, "keeps its other layers in fp32"),
+        ("dense(backend=openvino,device=cuda):minilm", InputError, "runs on the CPU"),
+        ("rerank(backend=onnx,device=cuda,precision=fp16):minilm@bm25", InputError, "runs on the CPU"),
         ("dense(backend=onnx):openai:text-embedding-3-small", InputError, "not to an API model"),
     ],
 )
@@ -62,17 +66,25 @@ def test_identity_separates_backend_quantization_and_precision() -> None:
             "dense(backend=onnx):minilm",
             "dense(backend=onnx,quantize=int8):minilm",
             "dense(backend=openvino,quantize=int8):minilm",
+            "dense(backend=openvino):minilm",
+            "dense(backend=openvino,precision=bf16):minilm",
             "dense(device=cuda,precision=fp16):minilm",
         )
     }
-    assert len(identities) == 5
+    assert len(identities) == 7
     # fp32 torch keeps the identity existing embedding caches were written under; the device does not change it
     assert with_encoder(model, parse_system("dense(device=cpu):minilm")).identity == model.identity
 
 
-def test_unavailable_backends_fail_with_the_reason() -> None:
-    with pytest.raises(BackendUnavailableError, match="transformers<4.58"):
-        load_sentence_transformer(resolve_model("minilm").path, "openvino")
+def test_unavailable_backends_fail_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(BackendUnavailableError, match="bi-encoders only"):
+        load_cross_encoder(resolve_model("minilm").path, "onnx")
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "nncf" else real_find_spec(name))
+    # before any stage runs: the missing module and the extra that brings it
+    with pytest.raises(BackendUnavailableError, match=r"needs the Python module 'nncf'.*irflow\[openvino\]"):
+        check_models(["hybrid:bm25+dense(backend=openvino,quantize=int8):minilm"])
+    check_models(["rerank(backend=openvino):minilm@bm25"])  # a bi-encoder rerank runs on the exported graph
 
 
 @pytest.mark.skipif(importlib.util.find_spec("onnx") is None, reason="needs irflow[fast] (onnx, onnxruntime)")
@@ -89,17 +101,55 @@ def test_onnx_int8_export_is_built_once_and_close_to_torch(tmp_path: Path, monke
     reference = encode(model, texts, prompt="", max_seq_length=None)
     vectors = encode(int8, texts, prompt="", max_seq_length=None)
     assert vectors.shape == reference.shape
-    assert (vectors * reference).sum(axis=1).min() > 0.98
-    built = backends.export_path(int8)
-    assert built.is_file() and built.parent.parent == tmp_path / "exports"
-    assert sorted(p.name for p in built.parent.glob("*.onnx")) == ["onnx-fp32.onnx", "onnx-int8dyn-perchannel.onnx"]
+    cosines = (vectors * reference).sum(axis=1)
+    assert cosines.mean() > 0.985 and cosines.min() > 0.97, cosines
+    onnx_fp32 = with_encoder(model, parse_system("dense(backend=onnx):minilm"))
+    fp32 = encode(onnx_fp32, texts, prompt="", max_seq_length=None)
+    np.testing.assert_allclose(fp32, reference, atol=1e-4)  # the fused graph computes what torch does
+    built = exports.onnx_export(int8, int8=True)
+    assert built.parent.parent == tmp_path / "exports"
+    assert sorted(p.name for p in built.parent.glob("*.onnx")) == [
+        "onnx-fused-fp32.onnx",
+        "onnx-fused-int8dyn-perchannel.onnx",
+        "plain-fp32.onnx",
+    ]
 
     def no_export(*args: object) -> None:
         raise AssertionError("the export was rebuilt")
 
-    monkeypatch.setattr(backends, "_export_fp32", no_export)
-    monkeypatch.setattr(backends, "_session", backends._session.__wrapped__)  # a fresh load, not the memo
+    monkeypatch.setattr(exports, "_export", no_export)
+    monkeypatch.setattr(exports, "_fuse", no_export)
+    monkeypatch.setattr(backends, "_onnx_runner", backends._onnx_runner.__wrapped__)  # a fresh load, not the memo
     mtime = built.stat().st_mtime_ns
     again = encode(int8, texts, prompt="", max_seq_length=None)
     assert built.stat().st_mtime_ns == mtime
     np.testing.assert_allclose(again, vectors, atol=1e-6)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nncf") is None, reason="needs irflow[openvino] (openvino, nncf)")
+def test_openvino_runs_fp32_bf16_and_int8_close_to_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import openvino
+
+    monkeypatch.setenv("IRFLOW_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(exports, "CALIBRATION_TEXTS", 16)  # the recipe's code path, calibrated on fewer texts
+    model = resolve_model("minilm")
+    texts = [
+        "Aspirin reduces the risk of myocardial infarction in patients with prior stroke.",
+        "protein folding in yeast cells under heat stress",
+        "",
+    ]
+    reference = encode(model, texts, prompt="query: ", max_seq_length=None)
+
+    def cosines(spec: str) -> np.ndarray:
+        vectors = encode(with_encoder(model, parse_system(spec)), texts, prompt="query: ", max_seq_length=None)
+        assert vectors.shape == reference.shape and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+        return (vectors * reference).sum(axis=1)
+
+    assert cosines("dense(backend=openvino):minilm").min() > 0.9999  # fp32 asked for, not OpenVINO's bf16 default
+    assert cosines("dense(backend=openvino,quantize=int8):minilm").min() > 0.97
+    assert (tmp_path / "exports").glob("*/openvino-int8static-smoothquant/model.xml")
+    if "BF16" in openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+        bf16 = cosines("dense(backend=openvino,precision=bf16):minilm")
+        assert 0.999 < bf16.min() and bf16.max() < 1 - 1e-7  # close, and really computed in bf16
+    with pytest.raises(BackendUnavailableError, match="needs a CPU with FP16 units"):
+        backends.check_openvino_precision("fp16", ["FP32", "BF16", "INT8"])

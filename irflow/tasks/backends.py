@@ -1,92 +1,116 @@
-"""ONNX Runtime encoding of a local bi-encoder: an export built once from the local weights (no
-network), optionally int8-quantised, cached under the model identity, and run with mean/CLS pooling.
+"""Encoding and scoring with a local model on ONNX Runtime or OpenVINO (graphs from ``tasks.exports``),
+with the model's own tokenizer, truncation and pooling, batched by length as sentence-transformers does.
 
-Why not sentence-transformers' ``backend="onnx"``: it needs optimum-onnx, which pins
-transformers<4.58 and cannot install beside sentence-transformers 6 (transformers 5). The export
-here uses ``torch.onnx.export`` and ``onnxruntime.quantization.quantize_dynamic`` (int8 weights
-per output channel, dynamic uint8 activations, as optimum's avx512_vnni preset; per-tensor weights
-lose too much: cosine to fp32 0.92-0.96 against 0.98-0.99 per-channel; ONNX Runtime picks the
-VNNI / AVX512 / AVX2 kernels of the CPU at run time).
+* ``backend=onnx``: ONNX Runtime on the fused graph, fp32 or int8 (``quantize=int8``).
+* ``backend=openvino``: OpenVINO on the plain graph at ``precision`` fp32, bf16 or fp16 (OpenVINO's own
+  default on a CPU with bf16 units is bf16; irflow asks for what the spec says), or its NNCF int8 graph.
 
-Cache layout: ``cache_dir()/exports/<sha256(weights identity)[:16]>/onnx-<fp32|int8 recipe>.onnx``, published
-by an atomic rename under a lock, so concurrent builders export once and readers never see half a file.
+Vectors are L2-normalised mean or CLS pooled, as the model's sentence-transformers config says.
+Cross-encoders are not exported yet (no cross-encoder with weights is available offline to check one
+against torch); a bi-encoder rerank runs on these backends through ``encode_exported``.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from irflow.tasks.atomic import atomic_path, file_lock
-from irflow.tasks.config import cache_dir
+from irflow.tasks import exports
 
 if TYPE_CHECKING:
     from irflow.tasks.models import ResolvedModel
 
-_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+Runner = Callable[[dict[str, np.ndarray]], np.ndarray]
+_OPENVINO_PRECISIONS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
 
 
-def export_path(model: ResolvedModel) -> Path:
-    """Where the export for ``model`` (its weights, backend and quantisation) lives in the cache."""
-    base = model.identity.split("|")[0]  # the weights' identity; the file name carries the rest
-    folder = cache_dir() / "exports" / hashlib.sha256(base.encode()).hexdigest()[:16]
-    return folder / f"{model.identity.split('|')[1] if '|' in model.identity else 'torch-fp32'}.onnx"
+def encode_exported(
+    model: ResolvedModel, texts: Sequence[str], *, prompt: str, max_seq_length: int | None, batch_size: int
+) -> np.ndarray:
+    """Normalised float32 vectors of ``texts`` (``prompt`` prepended) from ``model``'s export."""
+    run, wanted = _runner(model)
+    tokenizer = _tokenizer(model.path)
+    pooling = _pooling(model.path)
+    inputs = [prompt + t for t in texts]
+    out: np.ndarray | None = None
+    for rows, enc in _batches(tokenizer, inputs, max_seq_length or default_max_length(model.path), batch_size):
+        hidden = run({k: v.astype(np.int64) for k, v in enc.items() if k in wanted})
+        if pooling == "cls":
+            vectors = hidden[:, 0]
+        else:
+            mask = enc["attention_mask"][..., None].astype(np.float32)
+            vectors = (hidden * mask).sum(1) / np.clip(mask.sum(1), 1e-9, None)
+        if out is None:
+            out = np.zeros((len(inputs), vectors.shape[1]), dtype=np.float32)
+        out[rows] = vectors
+    if out is None:
+        return np.zeros((0, 0), dtype=np.float32)
+    return out / np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-12, None)
 
 
-def ensure_export(model: ResolvedModel) -> Path:
-    """The cached ONNX file for ``model``, built (once, under a lock) when missing."""
-    target = export_path(model)
-    if target.is_file():
-        return target
-    with file_lock(target.with_suffix(".lock")):
-        if target.is_file():  # another process built it while this one waited
-            return target
-        fp32 = target.with_name("onnx-fp32.onnx")
-        if not fp32.is_file():
-            with atomic_path(fp32) as tmp:
-                _export_fp32(model.path, tmp)
-        if model.quantize:
-            from onnxruntime.quantization import QuantType, quantize_dynamic
-
-            with atomic_path(target) as tmp:
-                quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
-    return target
+def _batches(tokenizer: Any, texts: list[str], max_length: int, batch_size: int) -> Iterator[tuple[Any, Any]]:
+    """(row indices, tokenised batch) in order of decreasing length, so each batch pads little."""
+    order = np.argsort([-len(t) for t in texts], kind="stable")
+    for start in range(0, len(texts), batch_size):
+        rows = order[start : start + batch_size]
+        batch = [texts[i] for i in rows]
+        yield rows, tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="np")
 
 
-def _export_fp32(model_dir: str, out: Path) -> None:
-    import torch
-    from transformers import AutoModel, AutoTokenizer
+def _runner(model: ResolvedModel) -> tuple[Runner, set[str]]:
+    if model.backend == "onnx":
+        return _onnx_runner(str(exports.onnx_export(model, int8=model.quantize == "int8")))
+    if model.quantize == "int8":
+        return _openvino_runner(str(exports.openvino_int8_export(model)), "fp32")
+    return _openvino_runner(str(exports.plain_export(model)), model.precision)
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    encoder = AutoModel.from_pretrained(model_dir).eval()
-    sample = tokenizer(["an export sample", "two"], return_tensors="pt", padding=True)
-    names = [n for n in _INPUTS if n in sample]
 
-    class LastHidden(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.encoder = encoder
+@functools.lru_cache(maxsize=4)
+def _onnx_runner(path: str) -> tuple[Runner, set[str]]:
+    import onnxruntime
 
-        def forward(self, *tensors: Any) -> Any:
-            return self.encoder(**dict(zip(names, tensors, strict=True))).last_hidden_state
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    return (lambda feed: session.run(None, feed)[0]), {i.name for i in session.get_inputs()}
 
-    with torch.no_grad():
-        torch.onnx.export(
-            LastHidden(),
-            tuple(sample[n] for n in names),
-            str(out),
-            input_names=names,
-            output_names=["last_hidden_state"],
-            dynamic_axes={n: {0: "batch", 1: "tokens"} for n in [*names, "last_hidden_state"]},
-            opset_version=17,
-            dynamo=False,
+
+@functools.lru_cache(maxsize=4)
+def _openvino_runner(path: str, precision: str) -> tuple[Runner, set[str]]:
+    import openvino
+
+    core = openvino.Core()
+    check_openvino_precision(precision, core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+    compiled = core.compile_model(
+        core.read_model(path), "CPU", {"INFERENCE_PRECISION_HINT": _OPENVINO_PRECISIONS[precision]}
+    )
+    request = compiled.create_infer_request()
+    output = compiled.outputs[0]
+    return (lambda feed: request.infer(feed)[output]), {i.get_any_name() for i in compiled.inputs}
+
+
+def check_openvino_precision(precision: str, capabilities: Sequence[str]) -> None:
+    """Refuse a precision the CPU has no units for (OpenVINO would silently run fp32 instead)."""
+    from irflow.tasks.models import BackendUnavailableError
+
+    needed = {"bf16": "BF16", "fp16": "FP16"}.get(precision)
+    if needed and needed not in capabilities:
+        raise BackendUnavailableError(
+            f"precision={precision} needs a CPU with {needed} units, which OpenVINO does not find here "
+            f"(it offers: {', '.join(capabilities)}); use precision=fp32 or quantize=int8"
         )
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(model_dir: str) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir)
 
 
 def _pooling(model_dir: str) -> str:
@@ -102,52 +126,17 @@ def _pooling(model_dir: str) -> str:
         return "cls"
     if config.get("pooling_mode_mean_tokens", True):
         return "mean"
-    raise ValueError(f"{root / pool_dir / 'config.json'}: only mean or CLS pooling run on the onnx backend")
-
-
-@functools.lru_cache(maxsize=4)
-def _session(onnx_file: str, model_dir: str) -> tuple[Any, Any, str]:
-    import onnxruntime
-    from transformers import AutoTokenizer
-
-    options = onnxruntime.SessionOptions()
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = onnxruntime.InferenceSession(onnx_file, options, providers=["CPUExecutionProvider"])
-    return session, AutoTokenizer.from_pretrained(model_dir), _pooling(model_dir)
+    raise ValueError(f"{root / pool_dir / 'config.json'}: only mean or CLS pooling run on the onnx/openvino backends")
 
 
 def default_max_length(model_dir: str) -> int:
-    """The model's own max_seq_length (sentence_bert_config.json), else 512."""
+    """The model's own max_seq_length (sentence_bert_config.json), else its position limit, else 512."""
+    root = Path(model_dir)
     try:
-        return int(json.loads((Path(model_dir) / "sentence_bert_config.json").read_text())["max_seq_length"])
+        return int(json.loads((root / "sentence_bert_config.json").read_text())["max_seq_length"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        return min(512, int(json.loads((root / "config.json").read_text())["max_position_embeddings"]))
     except (OSError, ValueError, KeyError, TypeError):
         return 512
-
-
-def encode_onnx(
-    model: ResolvedModel, texts: Sequence[str], *, prompt: str, max_seq_length: int | None, batch_size: int
-) -> np.ndarray:
-    """Normalised float32 vectors from the ONNX export; texts are batched by length, as
-    sentence-transformers does, so padding stays small."""
-    session, tokenizer, pooling = _session(str(ensure_export(model)), model.path)
-    max_length = max_seq_length or default_max_length(model.path)
-    inputs = [prompt + t for t in texts]
-    order = np.argsort([-len(t) for t in inputs], kind="stable")
-    out = np.zeros((len(inputs), 0), dtype=np.float32)
-    wanted = {i.name for i in session.get_inputs()}
-    for start in range(0, len(inputs), batch_size):
-        rows = order[start : start + batch_size]
-        enc = tokenizer(
-            [inputs[i] for i in rows], padding=True, truncation=True, max_length=max_length, return_tensors="np"
-        )
-        hidden = session.run(None, {k: v.astype(np.int64) for k, v in enc.items() if k in wanted})[0]
-        if pooling == "cls":
-            vectors = hidden[:, 0]
-        else:
-            mask = enc["attention_mask"][..., None].astype(np.float32)
-            vectors = (hidden * mask).sum(1) / np.clip(mask.sum(1), 1e-9, None)
-        if out.shape[1] == 0:
-            out = np.zeros((len(inputs), vectors.shape[1]), dtype=np.float32)
-        out[rows] = vectors
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    return out / np.clip(norms, 1e-12, None)

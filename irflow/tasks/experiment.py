@@ -216,7 +216,7 @@ def check_models(systems: Sequence[str]) -> None:
 
     from irflow.tasks.api_embed import ApiModel, is_api_model
     from irflow.tasks.embed import model_for
-    from irflow.tasks.models import resolve_model
+    from irflow.tasks.models import is_cross_encoder, require_backend, resolve_model
 
     for system in systems:
         for node in walk(as_spec(system)):
@@ -238,6 +238,10 @@ def check_models(systems: Sequence[str]) -> None:
                 resolve_model(model)
             except UnknownNameError as err:
                 raise UnknownNameError(f"system {system!r}: {err}") from None
+        for node in walk(as_spec(system)):  # an onnx/openvino backend whose packages are missing fails now too
+            if isinstance(node, DenseSpec | RerankSpec) and node.backend != "torch":
+                cross = isinstance(node, RerankSpec) and is_cross_encoder(resolve_model(node.model))
+                require_backend(node.backend, node.quantize, cross_encoder=cross)
 
 
 def validate_experiment(experiment: Experiment) -> Experiment:

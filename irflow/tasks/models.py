@@ -195,12 +195,20 @@ def with_encoder(model: ResolvedModel, spec: Any) -> ResolvedModel:
 
 def model_identity(model: ResolvedModel) -> str:
     """``hf:<name>@<commit>`` when the commit is known, else a sha256 over the weight and config files;
-    a non-default backend, quantisation or precision is appended (``|onnx-int8``, ``|torch-fp16``), so
+    a non-default backend, quantisation or precision is appended (``|onnx-fused-fp32``, ``|torch-fp16``), so
     int8 or fp16 vectors are never served for fp32 torch ones (the default keeps its old identity)."""
     base = f"hf:{model.name}@{model.revision}" if model.revision else "sha256:" + _hash_model_dir(Path(model.path))
     if (model.backend, model.quantize, model.precision) == ("torch", None, "fp32"):
         return base
-    return f"{base}|{model.backend}-{QUANT_RECIPES[model.quantize] if model.quantize else model.precision}"
+    return f"{base}|{encoder_tag(model.backend, model.quantize, model.precision)}"
+
+
+def encoder_tag(backend: str, quantize: str | None, precision: str) -> str:
+    """The recipe a model runs with, as the identity and the export files name it:
+    ``torch-fp16``, ``onnx-fused-fp32``, ``onnx-fused-int8dyn-perchannel``, ``openvino-bf16``, ...
+    A changed recipe gets a new tag, so its vectors never reuse another recipe's cache."""
+    graph = {"onnx": "onnx-fused"}.get(backend, backend)
+    return f"{graph}-{QUANT_RECIPES[backend, quantize] if quantize else precision}"
 
 
 def _hash_model_dir(root: Path) -> str:
@@ -234,8 +242,8 @@ def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
     return digest.hexdigest()
 
 
-# quantize option -> the recipe's name in the identity: a changed recipe must not reuse old vectors
-QUANT_RECIPES = {"int8": "int8dyn-perchannel"}
+# (backend, quantize option) -> the recipe's name in the identity (tasks.exports builds them)
+QUANT_RECIPES = {("onnx", "int8"): "int8dyn-perchannel", ("openvino", "int8"): "int8static-smoothquant"}
 _DEFAULT_MAX_SEQ_LENGTH: dict[str, int | None] = {}  # model path -> the model's own max_seq_length
 
 
@@ -243,33 +251,36 @@ class BackendUnavailableError(IrflowError):
     """An encoder backend (onnx, openvino) or device whose packages or hardware are missing here."""
 
 
-# The Python packages sentence-transformers needs for each non-torch backend.
-BACKEND_PACKAGES: dict[str, tuple[str, ...]] = {
-    "onnx": ("onnx", "onnxruntime"),  # tasks.backends exports with torch.onnx, runs with ONNX Runtime
-    "openvino": ("optimum.intel", "openvino"),
+# The Python packages each non-torch backend needs (tasks.exports builds its graphs, tasks.backends runs them),
+# and the extra that installs them.
+BACKEND_PACKAGES: dict[tuple[str, str | None], tuple[str, ...]] = {
+    ("onnx", None): ("onnx", "onnxruntime"),
+    ("onnx", "int8"): ("onnx", "onnxruntime"),
+    ("openvino", None): ("onnx", "openvino"),
+    ("openvino", "int8"): ("onnx", "openvino", "nncf"),
 }
+BACKEND_EXTRAS = {"onnx": "fast", "openvino": "openvino"}
 
 
-def _require_backend(backend: str, stage: str) -> None:
+def require_backend(backend: str, quantize: str | None = None, *, cross_encoder: bool = False) -> None:
     """Fail early and clearly when ``backend`` cannot run: name the missing module and the fix."""
     import importlib.util
 
-    if backend == "openvino" or (backend == "onnx" and stage == "rerank"):
+    if backend != "torch" and cross_encoder:
         raise BackendUnavailableError(
-            f"backend={backend} for {stage} is not available yet: sentence-transformers runs it through optimum, "
-            "whose optimum-onnx / optimum-intel pin transformers<4.58 (this install has transformers 5); "
-            "use backend=onnx for dense systems"
+            f"backend={backend} runs bi-encoders only: a cross-encoder on onnx/openvino is not built yet "
+            "(sentence-transformers' own export needs optimum, which pins transformers<4.58); "
+            "rerank with a bi-encoder, or use backend=torch"
         )
-
-    for module in BACKEND_PACKAGES.get(backend, ()):
+    for module in BACKEND_PACKAGES.get((backend, quantize), ()):
         try:
             found = importlib.util.find_spec(module) is not None
         except ModuleNotFoundError:
             found = False
         if not found:
             raise BackendUnavailableError(
-                f"backend={backend} needs the Python module {module!r}, which is not installed: "
-                "pip install 'irflow[fast]'"
+                f"backend={backend}{',quantize=' + quantize if quantize else ''} needs the Python module "
+                f"{module!r}, which is not installed: pip install 'irflow[{BACKEND_EXTRAS[backend]}]'"
             )
 
 
@@ -283,14 +294,12 @@ def _load_kwargs(backend: str, precision: str, device: str | None) -> dict[str, 
 
 
 @functools.lru_cache(maxsize=4)
-def load_sentence_transformer(
-    path: str, backend: str = "torch", quantize: str | None = None, precision: str = "fp32", device: str | None = None
-) -> Any:
-    """Load a bi-encoder once per process (reranking many queries must not reload it)."""
-    _require_backend(backend, "dense")
+def load_sentence_transformer(path: str, precision: str = "fp32", device: str | None = None) -> Any:
+    """Load a bi-encoder on torch once per process (reranking many queries must not reload it); the other
+    backends run exported graphs (``tasks.backends``)."""
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(path, **_load_kwargs(backend, precision, device))
+    model = SentenceTransformer(path, **_load_kwargs("torch", precision, device))
     _DEFAULT_MAX_SEQ_LENGTH[path] = model.max_seq_length
     return model
 
@@ -300,7 +309,7 @@ def load_cross_encoder(
     path: str, backend: str = "torch", quantize: str | None = None, precision: str = "fp32", device: str | None = None
 ) -> Any:
     """Load a cross-encoder once per process."""
-    _require_backend(backend, "rerank")
+    require_backend(backend, quantize, cross_encoder=True)
     from sentence_transformers import CrossEncoder
 
     return CrossEncoder(path, **_load_kwargs(backend, precision, device))
@@ -331,12 +340,12 @@ def encode(
     model (``tasks.api_embed``) sends them to its endpoint."""
     if not isinstance(model, ResolvedModel):
         return model.encode(texts, prompt=prompt)
-    if model.backend == "onnx":
-        from irflow.tasks.backends import encode_onnx
+    if model.backend != "torch":
+        from irflow.tasks.backends import encode_exported
 
-        _require_backend("onnx", "dense")
-        return encode_onnx(model, texts, prompt=prompt, max_seq_length=max_seq_length, batch_size=batch_size)
-    st = load_sentence_transformer(model.path, model.backend, model.quantize, model.precision, model.device)
+        require_backend(model.backend, model.quantize)
+        return encode_exported(model, texts, prompt=prompt, max_seq_length=max_seq_length, batch_size=batch_size)
+    st = load_sentence_transformer(model.path, model.precision, model.device)
     st.max_seq_length = max_seq_length or _DEFAULT_MAX_SEQ_LENGTH[model.path]
     vectors = st.encode(
         list(texts),

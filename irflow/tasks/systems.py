@@ -104,7 +104,7 @@ valid system specs:
   dense(backend=onnx,quantize=int8):minilm, rerank(device=cuda,precision=fp16):<model>@bm25
                                     how a local model runs (dense and rerank): backend=torch|onnx|openvino,
                                     quantize=int8 (onnx/openvino), device=cpu|cuda|mps (default: best available),
-                                    precision=fp32|fp16|bf16 (fp16/bf16: torch on cuda/mps only)
+                                    precision=fp32|fp16|bf16 (fp16/bf16: torch on cuda/mps, or openvino)
   (<system>)                        grouping: hybrid:(hybrid:bm25+dense:minilm)+dense:mpnet
   run:<path>                        a ranking made elsewhere: TREC run (6 columns), ranx/ir_measures JSON
                                     {qid: {docid: score}} or Parquet (query_id, doc_id, score); identity = content
@@ -115,8 +115,10 @@ valid system specs:
                                     other kinds from installed packages (entry points irflow.systems): <kind>:<target>
   http(<options>):<url>             a live search service: POST {"query": text, "k": depth} ->
                                     {"hits": [{"id": ..., "score": ...}]}; options: preset=elasticsearch|opensearch|
-                                    solr|meilisearch, template, hits, id, score, field, auth_env, auth_header,
-                                    auth_scheme, timeout, concurrency, retries, load=1:4:16
+                                    solr|meilisearch|qdrant|pinecone|milvus|weaviate, template, hits, id, score,
+                                    scores=similarity|distance, model (embeds "$vector" for the vector databases),
+                                    collection, namespace, field, auth_env, auth_header, auth_scheme, timeout,
+                                    concurrency, retries, load=1:4:16
 model aliases: """ + ", ".join(f"{k} = {v}" for k, v in MODEL_ALIASES.items())
 
 
@@ -323,10 +325,16 @@ def _check_encoder(spec: DenseSpec | RerankSpec) -> None:
     if spec.device is not None:
         _choice("device", spec.device, DEVICES)
     _choice("precision", spec.precision, PRECISIONS)
-    if spec.precision != "fp32" and (spec.backend != "torch" or spec.device not in ("cuda", "mps")):
+    if spec.backend != "torch" and spec.device not in (None, "cpu"):
+        raise _error(f"backend={spec.backend} runs on the CPU: give device=cpu, or backend=torch for {spec.device}")
+    if spec.quantize is not None and spec.precision != "fp32":
+        raise _error(f"quantize={spec.quantize} keeps its other layers in fp32: drop precision={spec.precision}")
+    if spec.precision == "fp32" or spec.backend == "openvino":  # OpenVINO runs bf16/fp16 on CPUs with those units
+        return
+    if spec.backend != "torch" or spec.device not in ("cuda", "mps"):
         raise _error(
-            f"precision={spec.precision} runs on a GPU with the torch backend: give device=cuda or device=mps "
-            f"and backend=torch (got backend={spec.backend}, device={spec.device or 'default'})"
+            f"precision={spec.precision} runs on a GPU with the torch backend (device=cuda or device=mps) or on "
+            f"the CPU with backend=openvino (got backend={spec.backend}, device={spec.device or 'default'})"
         )
 
 

@@ -1,0 +1,176 @@
+"""Graphs of a local model for the ONNX Runtime and OpenVINO backends, built once from the local
+weights (no network) and cached under the weights' identity.
+
+Why not sentence-transformers' ``backend="onnx"|"openvino"``: it needs optimum-onnx / optimum-intel,
+which pin transformers<4.58 and cannot install beside sentence-transformers 6 (transformers 5).
+
+Recipes, one file (or folder) each under ``cache_dir()/exports/<sha256(weights identity)[:16]>/``; the
+model identity names the recipe (``models.encoder_tag``), so vectors of one recipe never serve another:
+
+* ``plain-fp32.onnx``: ``torch.onnx.export`` of the transformer with eager attention (the pattern ONNX
+  Runtime's fusions recognise); what OpenVINO compiles for fp32/bf16/fp16.
+* ``onnx-fused-fp32.onnx``: ONNX Runtime's transformer optimiser (fused attention, embedding and skip
+  layer norms, bias-GELU); models it does not recognise keep the plain graph.
+* ``onnx-fused-int8dyn-perchannel.onnx``: the fused graph with int8 weights per output channel and
+  dynamic uint8 activations (optimum's avx512_vnni preset; per-tensor weights lose too much: cosine
+  to fp32 0.92-0.96 against 0.98-0.99); ONNX Runtime picks the VNNI / AVX512 / AVX2 kernels at run time.
+* ``openvino-int8static-smoothquant/``: NNCF post-training int8 of the plain graph (SmoothQuant, fast
+  bias correction; transformer preset), calibrated on the first ``CALIBRATION_TEXTS`` documents of the
+  bundled techdocs corpus, so the same weights always give the same graph.
+
+Each is published by an atomic rename under a lock: concurrent builders export once and readers
+never see half a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from irflow.tasks.atomic import atomic_path, file_lock, publish_dir
+from irflow.tasks.config import cache_dir
+
+if TYPE_CHECKING:
+    from irflow.tasks.models import ResolvedModel
+
+log = logging.getLogger(__name__)
+
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+CALIBRATION_TEXTS = 128  # techdocs documents NNCF sees; part of the recipe (it changes the graph)
+OPENVINO_INT8 = "openvino-int8static-smoothquant"
+
+
+def export_folder(model: ResolvedModel) -> Path:
+    """The cache folder of ``model``'s weights (its identity without the backend tag)."""
+    return cache_dir() / "exports" / hashlib.sha256(model.identity.split("|")[0].encode()).hexdigest()[:16]
+
+
+def plain_export(model: ResolvedModel) -> Path:
+    """``plain-fp32.onnx``: the transformer's last hidden state, built once."""
+    return _built(export_folder(model) / "plain-fp32.onnx", lambda tmp: _export(model.path, tmp))
+
+
+def onnx_export(model: ResolvedModel, *, int8: bool) -> Path:
+    """The fused fp32 graph, or its int8 quantisation, built once."""
+    folder = export_folder(model)
+    fused = _built(folder / "onnx-fused-fp32.onnx", lambda tmp: _fuse(model.path, plain_export(model), tmp))
+    if not int8:
+        return fused
+    return _built(folder / "onnx-fused-int8dyn-perchannel.onnx", lambda tmp: _quantize_dynamic(fused, tmp))
+
+
+def openvino_int8_export(model: ResolvedModel) -> Path:
+    """The NNCF int8 OpenVINO model (``model.xml`` + ``model.bin``), built once."""
+    target = export_folder(model) / OPENVINO_INT8
+    if (target / "model.xml").is_file():
+        return target / "model.xml"
+    plain = plain_export(model)
+    with file_lock(target.with_name(target.name + ".lock")):
+        if not (target / "model.xml").is_file():
+            with publish_dir(target) as tmp:
+                _quantize_openvino(model.path, plain, tmp / "model.xml")
+    return target / "model.xml"
+
+
+def _built(target: Path, build: Any) -> Path:
+    """``target``, made by ``build(temporary path)`` under a lock and renamed into place when missing."""
+    if target.is_file():
+        return target
+    with file_lock(target.with_suffix(".lock")):
+        if not target.is_file():  # another process may have built it while this one waited
+            log.info("building %s (once per model)", target.name)
+            with atomic_path(target) as tmp:
+                build(tmp)
+    return target
+
+
+def _export(model_dir: str, out: Path) -> None:
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    network = AutoModel.from_pretrained(model_dir, attn_implementation="eager").eval()
+    sample = tokenizer(["an export sample", "two"], return_tensors="pt", padding=True)
+    names = [n for n in INPUTS if n in sample]
+
+    class Output(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.network = network
+
+        def forward(self, *tensors: Any) -> Any:
+            return self.network(**dict(zip(names, tensors, strict=True))).last_hidden_state
+
+    with torch.no_grad():
+        torch.onnx.export(
+            Output(),
+            tuple(sample[n] for n in names),
+            str(out),
+            input_names=names,
+            output_names=["last_hidden_state"],
+            dynamic_axes={n: {0: "batch", 1: "tokens"} for n in [*names, "last_hidden_state"]},
+            opset_version=17,
+            dynamo=False,
+        )
+
+
+def _fuse(model_dir: str, plain: Path, out: Path) -> None:
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    optimized = optimize_model(
+        str(plain),
+        model_type="bert",  # BERT, RoBERTa, XLM-R, MiniLM, BGE, E5 share the pattern; others stay unfused
+        num_heads=int(config.get("num_attention_heads", 0)),
+        hidden_size=int(config.get("hidden_size", 0)),
+        opt_level=1,
+    )
+    fused = {k: v for k, v in optimized.get_fused_operator_statistics().items() if v}
+    log.info("ONNX Runtime fusions for %s: %s", Path(model_dir).name, fused or "none (the plain graph is kept)")
+    optimized.save_model_to_file(str(out))
+
+
+def _quantize_dynamic(fused: Path, out: Path) -> None:
+    from onnx import TensorProto
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(
+        str(fused),
+        str(out),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        extra_options={"DefaultTensorType": TensorProto.FLOAT},  # fused contrib ops carry no inferred type
+    )
+
+
+def calibration_texts(count: int = CALIBRATION_TEXTS) -> list[str]:
+    """The first ``count`` documents of the bundled techdocs corpus (title + text): fixed, offline."""
+    from importlib.resources import files
+
+    lines = (files("irflow.datasets") / "techdocs" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    docs = [json.loads(line) for line in lines if line.strip()][:count]
+    return [f"{d.get('title', '')} {d.get('text', '')}".strip() for d in docs]
+
+
+def _quantize_openvino(model_dir: str, plain: Path, out: Path) -> None:
+    import nncf
+    import numpy as np
+    import openvino
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    core = openvino.Core()
+    network = core.read_model(str(plain))
+    wanted = {i.get_any_name() for i in network.inputs}
+    texts = calibration_texts()
+    batches = []
+    for start in range(0, len(texts), 8):
+        enc = tokenizer(texts[start : start + 8], padding=True, truncation=True, max_length=256, return_tensors="np")
+        batches.append({k: v.astype(np.int64) for k, v in enc.items() if k in wanted})
+    quantized = nncf.quantize(
+        network, nncf.Dataset(batches), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(texts)
+    )
+    openvino.save_model(quantized, str(out))
