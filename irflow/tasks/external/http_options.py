@@ -5,9 +5,11 @@ Pure (no network): :func:`normalize` checks a spec's options and gives their can
 
     POST <url>   {"query": "<text>", "k": <depth>}   ->   {"hits": [{"id": "<doc id>", "score": <number>}, ...]}
 
-``template`` is a JSON request body in which a string value ``"$query"`` becomes the query text and
-``"$k"`` the depth (as a number); ``hits`` is the dotted path to the list of hits in the answer,
-``id`` and ``score`` the paths inside one hit (``hits.hits``, ``_id``, ``_score`` for Elasticsearch).
+``template`` is a JSON request body in which a string value ``"$query"`` becomes the query text, ``"$k"``
+the depth (a number) and ``"$vector"`` the query's vector, embedded by irflow with ``model``; inside a
+longer string (a GraphQL query) each becomes its JSON text. ``hits`` is the dotted path to the list of
+hits in the answer, ``id`` and ``score`` the paths inside one hit (``hits.hits``, ``_id``, ``_score`` for
+Elasticsearch); ``scores=distance`` when lower is better. Presets: :mod:`.http_presets`.
 """
 
 from __future__ import annotations
@@ -18,17 +20,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from irflow.tasks.external.http_presets import PRESETS, VECTOR_PRESETS, check_preset, preset_defaults, preset_template
 from irflow.tasks.schema import InputError, UnknownNameError
 
-PRESETS = ("default", "elasticsearch", "opensearch", "solr", "meilisearch")
-_ANSWER = {  # preset -> (hits path, id path, score path)
-    "default": ("hits", "id", "score"),
-    "elasticsearch": ("hits.hits", "_id", "_score"),
-    "opensearch": ("hits.hits", "_id", "_score"),
-    "solr": ("response.docs", "id", "score"),
-    "meilisearch": ("hits", "id", "_rankingScore"),
-}
-_FIELD_PRESETS = ("elasticsearch", "opensearch", "solr")  # take field= (the text field searched)
 DEFAULTS = {
     "preset": "default",
     "timeout": "30",
@@ -38,18 +32,21 @@ DEFAULTS = {
     "auth_header": "Authorization",
 }
 OPTIONS = (
-    *("preset", "template", "hits", "id", "score", "field"),
+    *("preset", "template", "hits", "id", "score", "scores", "field", "model", "collection", "namespace"),
     *("auth_env", "auth_header", "auth_scheme"),
     *("timeout", "concurrency", "retries", "load"),
 )
 HTTP_HELP = (
-    'http options: preset=default|elasticsearch|opensearch|solr|meilisearch, template (JSON body, "$query" '
-    'and "$k" replaced), hits/id/score (dotted paths in the answer), field (text field of the '
-    "elasticsearch/opensearch/solr presets, default text), auth_env (environment variable holding the token), "
-    "auth_header (default Authorization), auth_scheme (default Bearer for Authorization, else none), "
-    "timeout (s, default 30), concurrency (parallel requests of a batch, default 4), retries (on 429/5xx, "
-    "default 4), load (concurrency levels of the load curve, default 1:4:16; none to skip)"
+    f'http options: preset={"|".join(PRESETS)}, template (JSON body; "$query", "$k" and "$vector" '
+    "replaced), hits/id/score (dotted paths in the answer), scores (similarity, or distance: lower is better), "
+    "model (embeds $vector: a model name or dense(...):<model>), collection (milvus, weaviate), namespace "
+    "(pinecone), field (text field of elasticsearch/opensearch/solr, default text; vector field of milvus, "
+    "default vector; named vector of qdrant), auth_env (environment variable holding the token), "
+    "auth_header (default Authorization; pinecone Api-Key), auth_scheme (default Bearer for Authorization, "
+    "else none), timeout (s, default 30), concurrency (parallel requests of a batch, default 4), retries (on "
+    "429/5xx, default 4), load (concurrency levels of the load curve, default 1:4:16; none to skip)"
 )
+_TOKEN = re.compile(r"\$(query|k|vector)(?![A-Za-z0-9_])")
 
 
 @dataclass(frozen=True)
@@ -60,6 +57,8 @@ class HttpOptions:
     hits: tuple[str, ...]
     id: tuple[str, ...]
     score: tuple[str, ...]
+    distance: bool  # scores=distance: lower is better (irflow ranks by the negated value)
+    model: str | None  # the dense spec that embeds $vector (canonical string)
     auth_env: str | None
     auth_header: str
     auth_scheme: str | None
@@ -91,29 +90,46 @@ def _template(value: str) -> Any:
         body = json.loads(value)
     except ValueError as exc:
         raise _fail(f"option template={value!r} is not JSON: {exc}") from None
-    found = set(_placeholders(body))
-    if "$query" not in found:
-        raise _fail(f'option template={value!r} must contain the string "$query" (replaced by the query text)')
+    found = placeholders(body)
+    if not found & {"$query", "$vector"}:
+        raise _fail(
+            f'option template={value!r} must contain the string "$query" (replaced by the query text) or '
+            '"$vector" (replaced by its vector)'
+        )
     return body
 
 
-def _placeholders(body: Any) -> list[str]:
+def placeholders(body: Any) -> set[str]:
+    """The placeholders (``$query``, ``$k``, ``$vector``) a request body uses, alone or inside a string."""
     if isinstance(body, dict):
-        return [p for v in body.values() for p in _placeholders(v)]
+        return {p for v in body.values() for p in placeholders(v)}
     if isinstance(body, list):
-        return [p for v in body for p in _placeholders(v)]
-    return [body] if body in ("$query", "$k") else []
+        return {p for v in body for p in placeholders(v)}
+    return {f"${m}" for m in _TOKEN.findall(body)} if isinstance(body, str) else set()
 
 
-def preset_template(preset: str, field: str) -> Any:
-    """The request body of a preset (placeholders ``$query``, ``$k`` not yet filled in)."""
-    if preset in ("elasticsearch", "opensearch"):
-        return {"query": {"match": {field: "$query"}}, "size": "$k", "_source": False}
-    if preset == "solr":  # the JSON Request API (POST <core>/query); edismax tolerates free text
-        return {"query": "$query", "limit": "$k", "fields": "id,score", "params": {"defType": "edismax", "qf": field}}
-    if preset == "meilisearch":
-        return {"q": "$query", "limit": "$k", "showRankingScore": True}
-    return {"query": "$query", "k": "$k"}
+def _model(value: str) -> str:
+    """The canonical form of ``model=``: the resolved model name, or ``dense(<options>):<model>`` when it
+    carries encoding options; the index options of a dense spec do not apply (the service searches)."""
+    from irflow.tasks.systems import DenseSpec, parse_system
+
+    text = value.strip()
+    try:
+        spec = parse_system(text) if re.match(r"dense\s*[(:]", text) else DenseSpec(model=text)
+    except (InputError, UnknownNameError) as exc:
+        raise _fail(f"option model={value!r}: {str(exc).splitlines()[0]}") from None
+    if not isinstance(spec, DenseSpec):
+        raise _fail(f"option model={value!r} must be a model name or a dense spec such as dense:minilm")
+    if spec.index != "flat" or spec.index_params:
+        raise _fail(f"option model={value!r}: index options do not apply (the service does the search)")
+    return spec.model if spec == DenseSpec(model=spec.model) else str(spec)
+
+
+def dense_spec(model: str) -> Any:
+    """The ``DenseSpec`` of a canonical ``model`` option (the model, prompts and encoding options)."""
+    from irflow.tasks.systems import DenseSpec, parse_system
+
+    return parse_system(model) if re.match(r"dense\s*[(:]", model) else DenseSpec(model=model)
 
 
 def normalize(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -125,13 +141,26 @@ def normalize(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
     preset = opts.get("preset", "default")
     if preset not in PRESETS:
         raise _fail(f"unknown preset {preset!r}; valid: {', '.join(PRESETS)}", UnknownNameError)
-    if "field" in opts and preset not in _FIELD_PRESETS:
-        raise _fail(f"option field applies to the presets {', '.join(_FIELD_PRESETS)} (a template names its own)")
+    problem = check_preset(preset, opts)
+    if problem:
+        raise _fail(problem)
     if "template" in opts:
         opts["template"] = json.dumps(_template(opts["template"]), separators=(",", ":"), ensure_ascii=False)
     for name in ("hits", "id", "score"):
         if name in opts:
             _path(name, opts[name])
+    if opts.get("scores", "similarity") not in ("similarity", "distance"):
+        raise _fail(f"option scores={opts['scores']!r} must be similarity (higher is better) or distance")
+    vector = "$vector" in placeholders(json.loads(opts["template"])) if "template" in opts else preset in VECTOR_PRESETS
+    if "model" in opts:
+        if not vector:
+            raise _fail('option model applies when the request carries the query vector ("$vector")')
+        opts["model"] = _model(opts["model"])
+    elif vector:
+        raise _fail(
+            f"{'preset=' + preset if 'template' not in opts else 'a template with $vector'} needs model=<the "
+            "model whose vectors the index holds>, e.g. model=minilm"
+        )
     if "auth_env" in opts and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", opts["auth_env"]):
         raise _fail(
             f"option auth_env={opts['auth_env']!r} must name an environment variable (the token's value "
@@ -156,16 +185,8 @@ def normalize(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
             opts[name] = str(_int(name, opts[name], minimum))
     if "load" in opts:
         opts["load"] = "none" if opts["load"].lower() == "none" else ":".join(map(str, _levels(opts["load"])))
-    defaults = {**DEFAULTS, **_preset_defaults(preset, opts.get("auth_header", "Authorization"))}
+    defaults = {**DEFAULTS, **preset_defaults(preset, opts)}
     return tuple(sorted((k, v) for k, v in opts.items() if defaults.get(k) != v))
-
-
-def _preset_defaults(preset: str, header: str) -> dict[str, str]:
-    hits, id_, score = _ANSWER[preset]
-    out = {"hits": hits, "id": id_, "score": score, "auth_scheme": "Bearer" if header == "Authorization" else "none"}
-    if preset in _FIELD_PRESETS:
-        out["field"] = "text"
-    return out
 
 
 def _levels(text: str) -> tuple[int, ...]:
@@ -182,16 +203,19 @@ def resolve(options: tuple[tuple[str, str], ...]) -> HttpOptions:
     """The typed settings of canonical ``options`` (from :func:`normalize`)."""
     opts = dict(options)
     preset = opts.get("preset", "default")
-    merged = {**DEFAULTS, **_preset_defaults(preset, opts.get("auth_header", "Authorization")), **opts}
+    merged = {**DEFAULTS, **preset_defaults(preset, opts), **opts}
+    id_path, score_path = _path("id", merged["id"]), _path("score", merged["score"])
     template = (
-        json.loads(merged["template"]) if "template" in opts else preset_template(preset, merged.get("field", ""))
+        json.loads(merged["template"]) if "template" in opts else preset_template(preset, merged, id_path, score_path)
     )
     scheme = merged["auth_scheme"]
     return HttpOptions(
         template=template,
         hits=_path("hits", merged["hits"]),
-        id=_path("id", merged["id"]),
-        score=_path("score", merged["score"]),
+        id=id_path,
+        score=score_path,
+        distance=merged["scores"] == "distance",
+        model=opts.get("model"),
         auth_env=opts.get("auth_env"),
         auth_header=merged["auth_header"],
         auth_scheme=None if scheme.lower() == "none" else scheme,
@@ -222,14 +246,17 @@ def check_url(url: str) -> str:
     return url
 
 
-def fill(template: Any, query: str, k: int) -> Any:
-    """The request body: ``template`` with ``"$query"`` and ``"$k"`` string values replaced."""
+def fill(template: Any, query: str, k: int, vector: list[float] | None = None) -> Any:
+    """The request body: ``template`` with the string values ``"$query"``, ``"$k"`` and ``"$vector"``
+    replaced by the query text, the depth and the query vector; inside a longer string (a GraphQL query)
+    each is replaced by its JSON text (a quoted string, a number, a list of numbers)."""
     if isinstance(template, dict):
-        return {key: fill(value, query, k) for key, value in template.items()}
+        return {key: fill(value, query, k, vector) for key, value in template.items()}
     if isinstance(template, list):
-        return [fill(value, query, k) for value in template]
-    if template == "$query":
-        return query
-    if template == "$k":
-        return k
-    return template
+        return [fill(value, query, k, vector) for value in template]
+    if not isinstance(template, str) or "$" not in template:
+        return template
+    values = {"$query": query, "$k": k, "$vector": vector}
+    if template in values:
+        return values[template]
+    return _TOKEN.sub(lambda m: json.dumps(values[m.group(0)], ensure_ascii=False), template)

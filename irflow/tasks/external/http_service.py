@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.external.http_options import HttpOptions, fill, resolve
+from irflow.tasks.external.http_options import HttpOptions, dense_spec, fill, resolve
 from irflow.tasks.external.ranking import add_counts, against_dataset, number
 from irflow.tasks.external.specs import HttpSpec
 from irflow.tasks.http_client import Call, KeepAliveClient, RetryPolicy, keep_alive_usable, redact
@@ -85,11 +85,42 @@ class HttpSearcher(Searcher[HttpSpec]):
             http_auth_env=self.options.auth_env,
             http_concurrency=self.options.concurrency,
         )
+        self._dense: Any = None
+        if self.options.model:  # the request carries the query vector: irflow embeds the queries
+            from irflow.tasks.embed import api_spent, model_for
 
-    def _query(self, text: str, k: int) -> tuple[list[str], list[float]]:
-        """One round trip: the answer's hits as ``(doc ids, scores)`` in the service's order."""
-        body = fill(self.options.template, text, k)
-        return self._hits(self.call.post(self.client, body).json)
+            self._dense = dense_spec(self.options.model)
+            self._model = model_for(self._dense)
+            self._spent = api_spent(self._model)  # what embedding the queries costs (API models)
+            self._prompt = self._model.prompt("query", self._dense.query_prompt)
+            self.info.update(http_model=self.options.model, model_identity=self._model.identity)
+
+    def _vectors(self, texts: list[str], queries: pd.DataFrame | None = None) -> list[Any]:
+        """One query vector per text (a list of floats), or ``None`` each when the request carries none: the
+        dataset's own ``queries`` through the embedding cache, other texts encoded on the spot."""
+        if self._dense is None:
+            return [None] * len(texts)
+        if queries is not None and queries is self.dataset.queries:
+            from irflow.tasks.embed import embed_queries
+
+            embedded = embed_queries(self.dataset, self._dense, model=self._model)
+            self.info["queries_encoded"] = int(self.info.get("queries_encoded", 0)) + embedded.encoded
+            by_id = dict(zip(embedded.ids, embedded.vectors))
+            vectors = [by_id[q] for q in queries["query_id"].astype(str)]
+        else:
+            from irflow.tasks.models import encode
+
+            d = self._dense
+            vectors = list(encode(self._model, texts, prompt=self._prompt, max_seq_length=d.max_seq_length))
+        self.info.update(self._spent())
+        return [np.asarray(v, dtype=np.float32).tolist() for v in vectors]
+
+    def _query(self, text: str, k: int, vector: list[float] | None = None) -> tuple[list[str], list[float]]:
+        """One round trip: the answer's hits as ``(doc ids, scores)`` in the service's order (distances
+        negated, so higher is better everywhere after this)."""
+        body = fill(self.options.template, text, k, vector)
+        docs, scores = self._hits(self.call.post(self.client, body).json)
+        return (docs, [-s for s in scores]) if self.options.distance else (docs, scores)
 
     def _hits(self, answer: Any) -> tuple[list[str], list[float]]:
         """The ids and scores of an answer's hits. The common shape (one key each for id and score, string
@@ -129,21 +160,23 @@ class HttpSearcher(Searcher[HttpSpec]):
         return docs, scores
 
     def query(self, query_id: str, text: str, depth: int) -> Any:
-        """The round trip of one query, with the answer decoded into ``(doc ids, scores)``."""
-        return self._query(text, depth)
+        """The round trip of one query (after embedding it, when the request carries its vector), with the
+        answer decoded into ``(doc ids, scores)``."""
+        return self._query(text, depth, self._vectors([text])[0])
 
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
         """Every query's hits collected as plain lists (one request after another at concurrency 1, else
         ``concurrency`` at a time), then one run table built from them, checked and ordered at once."""
         qids = queries["query_id"].astype(str).tolist()
         texts = queries["text"].fillna("").astype(str).tolist()
+        vectors = self._vectors(texts, queries)
         if len(texts) == 1:
-            return self._single(qids[0], *self._query(texts[0], depth))
+            return self._single(qids[0], *self._query(texts[0], depth, vectors[0]))
         if self.options.concurrency == 1:
-            answers = [self._query(text, depth) for text in texts]
+            answers = [self._query(text, depth, vector) for text, vector in zip(texts, vectors)]
         else:
             with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
-                answers = list(pool.map(lambda t: self._query(t, depth), texts))
+                answers = list(pool.map(lambda t, v: self._query(t, depth, v), texts, vectors))
         counts = np.fromiter((len(docs) for docs, _ in answers), dtype=np.int64, count=len(answers))
         run = pd.DataFrame(
             {
