@@ -123,26 +123,23 @@ class HttpSearcher(Searcher[HttpSpec]):
         return (docs, [-s for s in scores]) if self.options.distance else (docs, scores)
 
     def _hits(self, answer: Any) -> tuple[list[str], list[float]]:
-        """The ids and scores of an answer's hits. The common shape (one key each for id and score, string
-        or integer ids, numeric scores) is read with one comprehension per column; anything else goes
+        """The ids and scores of an answer's hits. The common shape (objects down both paths, string or
+        integer ids, numeric scores) is read with one comprehension per path step; anything else goes
         through :meth:`_hits_checked`, which reads every shape the paths allow and names a bad hit."""
         o = self.options
         hits = dig(answer, o.hits)
         if not isinstance(hits, list):
             shape = redact(repr(answer)[:200], self._secrets)
             raise ServiceError(f"{self.who}: no list of hits at {'.'.join(o.hits)!r} in the answer {shape}")
-        if len(o.id) == 1 and len(o.score) == 1:
-            try:
-                docs = [hit[o.id[0]] for hit in hits]
-                scores = [hit[o.score[0]] for hit in hits]
-            except (KeyError, TypeError, IndexError):
-                pass
-            else:
-                if all(type(s) is float or type(s) is int for s in scores) and _finite(scores):
-                    if all(type(d) is str for d in docs):
-                        return docs, scores
-                    if all(type(d) is int for d in docs):
-                        return [str(d) for d in docs], scores
+        try:
+            docs, scores = _column(hits, o.id), _column(hits, o.score)
+        except (KeyError, TypeError, IndexError):
+            return self._hits_checked(hits)
+        if all(type(s) is float or type(s) is int for s in scores) and _finite(scores):
+            if all(type(d) is str for d in docs):
+                return docs, scores
+            if all(type(d) is int for d in docs):
+                return [str(d) for d in docs], scores
         return self._hits_checked(hits)
 
     def _hits_checked(self, hits: list[Any]) -> tuple[list[str], list[float]]:
@@ -216,6 +213,14 @@ class HttpSearcher(Searcher[HttpSpec]):
                 "rank": np.arange(1, len(known) + 1, dtype=np.int64),
             }
         )
+
+
+def _column(hits: list[Any], path: tuple[str, ...]) -> list[Any]:
+    """The value at ``path`` in every hit (objects all the way down; raises where a hit is otherwise)."""
+    values = hits
+    for part in path:
+        values = [value[part] for value in values]
+    return values
 
 
 def _finite(scores: list[float]) -> bool:
