@@ -1,7 +1,7 @@
 """Speed of systems built elsewhere: a ``run:`` file of 1,000 queries × 1,000 hits, and what ``http:`` adds
 per query over the service's own time.
 
-Run: python benchmarks/bench_external.py [--queries 1000] [--hits 1000] [--repeats 3] [--requests 300]
+Run: python benchmarks/bench_external.py [--queries 1000] [--hits 1000] [--repeats 5] [--requests 300]
 [--http-repeats 9]
 
 run: (seeded synthetic dataset: 100,000 documents, 1,000 queries, 5 judgements each; the run file
@@ -9,7 +9,7 @@ has every query with 1,000 hits, scores rounded to 4 decimals so ties occur). Ti
 ``irflow run`` would do it for the system, median of the repeats: parse the spec (sha256 of the
 file), ``retrieve`` (read + check + drop unknown ids + trec_eval order + cut at depth 1000) and
 ``metrics.evaluate`` of nDCG@10, nDCG@1000, R@100, R@1000, P@10, AP@1000 — for the TREC, JSON and
-Parquet forms of the same run.
+Parquet forms of the same run, the forms interleaved within each repeat (load average recorded).
 
 http: a service (tests/_search_service.py, a Python http.server on 127.0.0.1, keep-alive) answers
 every query with 100 hits and reports its own handling time (``X-Service-Ms``, and summed over a batch
@@ -93,27 +93,43 @@ def write_forms(run: pd.DataFrame, folder: Path) -> dict[str, Path]:
     return {"trec": trec, "json": folder / "run.json", "parquet": folder / "run.parquet"}
 
 
-def time_run_file(dataset: Dataset, path: Path, repeats: int) -> dict[str, float]:
-    totals, parts = [], []
+def time_run_once(dataset: Dataset, path: Path) -> tuple[float, float, float, int]:
+    """Seconds to parse the spec (hash), retrieve and evaluate one run file; and the run's rows."""
+    os.utime(path)  # a new mtime: the spec hashes the file again, as a fresh process would
+    start = time.perf_counter()
+    spec = parse_system(f"run:{path}")
+    parsed = time.perf_counter()
+    result = retrieve(dataset, spec, depth=1000)
+    retrieved = time.perf_counter()
+    evaluate(result.run, dataset.qrels, MEASURES)
+    done = time.perf_counter()
+    return parsed - start, retrieved - parsed, done - retrieved, len(result.run)
+
+
+def time_run_files(dataset: Dataset, paths: dict[str, Path], repeats: int) -> dict[str, object]:
+    """Each form timed ``repeats`` times, the forms interleaved within a repeat; medians, with each repeat's
+    total and the 1-minute load average before each repeat and after the last."""
+    times: dict[str, list[tuple[float, float, float, int]]] = {form: [] for form in paths}
+    loads = []
     for _ in range(repeats):
-        os.utime(path)  # a new mtime: the spec hashes the file again, as a fresh process would
-        start = time.perf_counter()
-        spec = parse_system(f"run:{path}")
-        parsed = time.perf_counter()
-        result = retrieve(dataset, spec, depth=1000)
-        retrieved = time.perf_counter()
-        evaluate(result.run, dataset.qrels, MEASURES)
-        done = time.perf_counter()
-        totals.append(done - start)
-        parts.append((parsed - start, retrieved - parsed, done - retrieved))
-    best = int(np.argsort(totals)[len(totals) // 2])
-    return {
-        "seconds": round(statistics.median(totals), 3),
-        "hash_seconds": round(parts[best][0], 3),
-        "retrieve_seconds": round(parts[best][1], 3),
-        "metrics_seconds": round(parts[best][2], 3),
-        "rows": len(result.run),
-    }
+        loads.append(round(os.getloadavg()[0], 2))
+        for form, path in paths.items():
+            times[form].append(time_run_once(dataset, path))
+    loads.append(round(os.getloadavg()[0], 2))
+    out: dict[str, object] = {"load_average_1min": loads}
+    for form, parts in times.items():
+        totals = [sum(p[:3]) for p in parts]
+        middle = parts[int(np.argsort(totals)[len(totals) // 2])]
+        out[form] = {
+            "seconds": round(statistics.median(totals), 3),
+            "hash_seconds": round(middle[0], 3),
+            "retrieve_seconds": round(middle[1], 3),
+            "metrics_seconds": round(middle[2], 3),
+            "rows": middle[3],
+            "seconds_per_repeat": [round(t, 3) for t in totals],
+            "megabytes": round(paths[form].stat().st_size / 1e6, 1),
+        }
+    return out
 
 
 def _service_ms(conn: http.client.HTTPConnection) -> list[float]:
@@ -177,9 +193,9 @@ def bench_http(requests: int, repeats: int, hits: int = 100) -> dict[str, object
                 starts: list[float] = []
                 query = searcher._query
 
-                def timed(text: str, k: int) -> tuple[list[str], list[float]]:
+                def timed(text: str, k: int, vector: list[float] | None = None) -> tuple[list[str], list[float]]:
                     starts.append(time.perf_counter())
-                    return query(text, k)
+                    return query(text, k, vector)
 
                 searcher._query = timed  # type: ignore[method-assign]
                 begin = time.perf_counter()
@@ -239,19 +255,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--hits", type=int, default=1000)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--http-repeats", type=int, default=9)
     args = parser.parse_args()
     dataset, run = synthetic(args.queries, args.hits)
     results: dict[str, object] = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
-        "run_file": {"queries": args.queries, "hits_per_query": args.hits, "measures": MEASURES},
     }
     with tempfile.TemporaryDirectory() as tmp:
-        for form, path in write_forms(run, Path(tmp)).items():
-            timing = time_run_file(dataset, path, args.repeats)
-            results["run_file"][form] = {**timing, "megabytes": round(path.stat().st_size / 1e6, 1)}  # type: ignore[index]
+        timings = time_run_files(dataset, write_forms(run, Path(tmp)), args.repeats)
+    results["run_file"] = {"queries": args.queries, "hits_per_query": args.hits, "measures": MEASURES, **timings}
     results["http"] = bench_http(args.requests, args.http_repeats)
     write_json(ROOT / "benchmarks" / "results" / "external.json", results)
     print(json.dumps(results, indent=2))
