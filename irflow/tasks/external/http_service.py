@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
@@ -93,6 +94,7 @@ class HttpSearcher(Searcher[HttpSpec]):
             self._model = model_for(self._dense)
             self._spent = api_spent(self._model)  # what embedding the queries costs (API models)
             self._prompt = self._model.prompt("query", self._dense.query_prompt)
+            self._encoding = threading.Lock()
             self.info.update(http_model=self.options.model, model_identity=self._model.identity)
 
     def _vectors(self, texts: list[str], queries: pd.DataFrame | None = None) -> list[Any]:
@@ -111,7 +113,8 @@ class HttpSearcher(Searcher[HttpSpec]):
             from irflow.tasks.models import encode
 
             d = self._dense
-            vectors = list(encode(self._model, texts, prompt=self._prompt, max_seq_length=d.max_seq_length))
+            with self._encoding:  # one model instance, one encode at a time (the load curve calls from threads)
+                vectors = list(encode(self._model, texts, prompt=self._prompt, max_seq_length=d.max_seq_length))
         self.info.update(self._spent())
         return [np.asarray(v, dtype=np.float32).tolist() for v in vectors]
 
