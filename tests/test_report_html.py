@@ -1,6 +1,7 @@
 """report.html in a real headless Chromium: the demo dataset's report (with a hostile query and document),
-its sortable tables, segment filters and drill-down, no network request; and the same file logged to a
-real ``mlflow server`` on 127.0.0.1, listed and served by its artifact API and shown in its UI.
+its sortable tables, segment filters and drill-down, no network request; and an evaluation flow tracked to
+a real ``mlflow server`` on 127.0.0.1: its run list shows each run's dataset and nDCG@10 (the saved view
+``irflow headline``, opened by the link irflow prints), its report.html is served and shown by the UI.
 
 Chromium (Debian's /usr/bin/chromium) and Playwright are needed; without them the browser tests skip
 with the reason, and fail instead under ``IRFLOW_REQUIRE_BROWSER=1`` (set by ``.ci/run``). Screenshots
@@ -207,9 +208,9 @@ def test_report_html_in_chromium(demo: tuple[Dataset, Path], tmp_path: Path) -> 
     assert requests == [url]  # the page itself, nothing else
 
 
-def _get(url: str) -> bytes:
+def _get(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=10) as response:
-        return bytes(response.read())
+        return json.loads(response.read())
 
 
 @pytest.fixture
@@ -218,33 +219,82 @@ def mlflow_url(tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-def test_report_html_is_an_mlflow_artifact_shown_by_the_ui(
-    demo: tuple[Dataset, Path], mlflow_url: str, tmp_path: Path
+def _post(url: str, body: dict[str, Any]) -> Any:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def test_the_mlflow_run_list_shows_the_headline_and_report_html(
+    mlflow_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """An evaluation flow tracked to a fresh ``mlflow server``: its run list, as the UI reads it (REST) and
+    renders it (Chromium, opened from the link irflow prints), shows each run's dataset and nDCG@10 with no
+    column configured; its report.html is an artifact the UI's viewer shows."""
     sync_api = require_browser()
-    from irflow.tasks.tracking import Tracker, log_evaluation
+    from irflow.flows.evaluate import evaluate_flow
+    from irflow.tasks.tracking_view import VIEW_NAME, VIEW_TAG, read_view
 
-    _, out = demo
-    folder = shots(tmp_path)
-    tracker = Tracker("irflow-html", uri=mlflow_url)
-    logged = log_evaluation(tracker, out, run_name="techdocs bm25 vs bm25(k1=0.5)")
-    listing = json.loads(_get(f"{mlflow_url}/ajax-api/2.0/mlflow/artifacts/list?run_id={logged.run_id}"))
+    folder, out = shots(tmp_path), tmp_path / "out"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_url)
+    document = evaluate_flow(systems=SYSTEMS, metrics=MEASURES, latency_runs=0, output=str(out))
+    tracked, name = document["mlflow"], document["run"]["name"]
+    run_id, experiment = tracked["run_id"], tracked["experiment_id"]
+    assert tracked["runs_url"] == (
+        f"{mlflow_url}/#/experiments/{experiment}/runs?viewStateShareKey=irflow-headline&workflowType=machine_learning"
+    )
+
+    # what the run list reads: the experiment's saved view, and the runs with their metrics and dataset
+    found = _get(f"{mlflow_url}/ajax-api/2.0/mlflow/experiments/get?experiment_id={experiment}")["experiment"]
+    view, _ = read_view({t["key"]: t["value"] for t in found["tags"]}[VIEW_TAG])
+    assert {"metrics.`best.ndcg_at_10`", "metrics.`ndcg_at_10`", "attributes.`Dataset`"} <= set(view["selectedColumns"])
+    runs = _post(f"{mlflow_url}/ajax-api/2.0/mlflow/runs/search", {"experiment_ids": [experiment]})["runs"]
+    metrics = {r["info"]["run_id"]: {m["key"]: m["value"] for m in r["data"]["metrics"]} for r in runs}
+    best = max(v["nDCG@10"] for v in document["systems"].values())
+    assert metrics[run_id]["best.ndcg_at_10"] == pytest.approx(best) and len(runs) == 1 + len(SYSTEMS)
+    children = {s: metrics[i]["ndcg_at_10"] for s, i in tracked["systems"].items()}
+    assert children == pytest.approx({s: v["nDCG@10"] for s, v in document["systems"].items()})
+    assert {r["inputs"]["dataset_inputs"][0]["dataset"]["name"] for r in runs} == {"techdocs (test)"}
+    start, end = next((r["info"]["start_time"], r["info"]["end_time"]) for r in runs if r["info"]["run_id"] == run_id)
+    assert start / 1000 <= (out / "per_query.parquet").stat().st_mtime <= end / 1000  # the run spans the flow
+    listing = _get(f"{mlflow_url}/ajax-api/2.0/mlflow/artifacts/list?run_id={run_id}")
     assert "report.html" in {f["path"] for f in listing["files"]}
-    served = _get(f"{mlflow_url}/get-artifact?path=report.html&run_uuid={logged.run_id}")
-    assert served == (out / "report.html").read_bytes()
+    with urllib.request.urlopen(f"{mlflow_url}/get-artifact?path=report.html&run_uuid={run_id}", timeout=10) as got:
+        assert got.read() == (out / "report.html").read_bytes()
 
-    experiment = tracker.experiment_id
+    def cells(page: Any, key: str) -> list[str]:
+        texts = page.locator(f".ag-center-cols-container [col-id='metrics.`{key}`']").all_inner_texts()
+        return [t.strip() for t in texts if t.strip() not in ("", "-")]  # "-": a run without this metric
+
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
-            page.goto(f"{mlflow_url}/#/experiments/{experiment}/runs?workflowType=machine_learning")
-            page.get_by_text("techdocs bm25 vs bm25(k1=0.5)").first.wait_for(timeout=60_000)
+            page = browser.new_page(viewport={"width": 1536, "height": 800})
+            page.goto(tracked["runs_url"])  # the link irflow prints: a fresh browser, nothing configured
+            page.get_by_text(name).first.wait_for(timeout=60_000)
             close = page.locator("button[aria-label='Close']")  # MLflow's assistant panel, not ours to show
             if close.count():
                 close.first.click()
+            headers = page.locator(".ag-header-cell-text, .ag-header-cell").all_inner_texts()
+            assert any("best.ndcg_at_10" in h for h in headers) and any("Dataset" in h for h in headers), headers
+            assert [float(v) for v in cells(page, "best.ndcg_at_10")] == [pytest.approx(best, abs=1e-3)]
+            assert page.get_by_text("techdocs (test)").count() >= 1
+            page.locator(".ag-pinned-left-cols-container button").first.click()  # expand the evaluation run
+            page.get_by_text(SYSTEMS[1]).first.wait_for(timeout=30_000)
+            shown = sorted(float(v) for v in cells(page, "ndcg_at_10"))
+            assert shown == pytest.approx(sorted(children.values()), abs=1e-3)
             page.screenshot(path=str(folder / "mlflow_runs.png"))
-            page.goto(f"{mlflow_url}/#/experiments/{experiment}/runs/{logged.run_id}/artifacts/report.html")
+
+            # the run list opened without the link, in a fresh browser: the view is one pick in the Views menu
+            page.close()
+            page = browser.new_context().new_page()
+            page.goto(f"{mlflow_url}/#/experiments/{experiment}/runs?workflowType=machine_learning")
+            page.get_by_text(name).first.wait_for(timeout=60_000)
+            page.get_by_role("button", name="Views").first.click()
+            page.get_by_text(VIEW_NAME).first.click()
+            page.locator(".ag-header-cell[col-id='metrics.`best.ndcg_at_10`']").first.wait_for(timeout=30_000)
+
+            page.goto(f"{mlflow_url}/#/experiments/{experiment}/runs/{run_id}/artifacts/report.html")
             page.get_by_text("report.html").first.wait_for(timeout=60_000)
             frame = page.frame_locator("iframe").first
             frame.locator("h1").first.wait_for(timeout=60_000)  # MLflow's viewer renders the page in a frame

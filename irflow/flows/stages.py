@@ -193,6 +193,7 @@ def track_task(
         "experiment": tracker.experiment,
         "systems": logged.systems,
         "url": logged.url,
+        "runs_url": logged.runs_url,
     }
 
 

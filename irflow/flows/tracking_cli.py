@@ -59,11 +59,14 @@ def configure_run(args: argparse.Namespace, preload: list[str]) -> tuple[Any, di
 
 
 def run_summary(document: dict[str, Any]) -> str:
-    """The last line of ``irflow run``: the run's name, its MLflow run (and UI URL) and its Prefect flow run."""
+    """The last line of ``irflow run``: the run's name, its MLflow run (and UI URL, then the run list with
+    the headline columns shown) and its Prefect flow run."""
     run, mlflow = document.get("run") or {}, document.get("mlflow") or {}
     parts = [f"run {run.get('name', '?')}"]
     if mlflow.get("run_id"):
         parts.append(f"MLflow run {mlflow['run_id']}" + (f" {mlflow['url']}" if mlflow.get("url") else ""))
+        if mlflow.get("runs_url"):
+            parts.append(f"MLflow run list {mlflow['runs_url']}")
     else:
         parts.append("MLflow: not tracked")
     if run.get("prefect_flow_run_id"):

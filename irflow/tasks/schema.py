@@ -130,6 +130,7 @@ class MlflowRef(TypedDict, total=False):
     experiment_id: str
     systems: dict[str, str]
     url: str | None
+    runs_url: str | None  # the run list with the saved view "irflow headline" open (tracking_view)
 
 
 class MetricsDocument(TypedDict, total=False):

@@ -14,6 +14,9 @@ One evaluation (``log_evaluation``) becomes::
                        documents_per_second, index_build_seconds, retrieve_seconds
             artifacts  per_query.parquet, run.trec
 
+and the experiment gets the run list's saved view ``irflow headline`` (``tracking_view``), which shows
+the Dataset, ``best.<metric>``, the best system and the system runs' ``<metric>`` columns.
+
 The rest lives beside it, and is re-exported here: the store, its credentials and the client in
 ``tracking_store``; the fail-fast write check in ``tracking_check``; params and metrics from plain
 data in ``tracking_params``; reading runs back in ``tracking_read``.
@@ -57,6 +60,7 @@ from irflow.tasks.tracking_store import (
     redact,
     tracking_uri,
 )
+from irflow.tasks.tracking_view import save_headline_view, view_url
 
 RESULT_FILES = ("metrics.json", "per_query.parquet", "significance.csv", "report.md", "report.html")
 RESULT_DIRS = ("runs", "plots")
@@ -75,11 +79,13 @@ class TrackingOptions(BaseModel):
 
 @dataclass(frozen=True)
 class LoggedEvaluation:
-    """The MLflow runs of one evaluation: the evaluation run and one run per system (label -> id)."""
+    """The MLflow runs of one evaluation: the evaluation run and one run per system (label -> id);
+    with a server, the run's UI page and the run list with the ``irflow headline`` view open."""
 
     run_id: str
     systems: dict[str, str]
     url: str | None = None
+    runs_url: str | None = None
 
 
 def log_evaluation(
@@ -140,6 +146,8 @@ def log_evaluation(
         tags={"irflow.failed_systems": json.dumps(failed) if failed else None},
     )
     tracker.log(run_id, **headline(document, labels))
+    if document.get("measures"):
+        save_headline_view(tracker, metric_key(document["measures"][0]))
     tracker.log_files(run_id, output, [f for f in RESULT_FILES if f != "report.md"], RESULT_DIRS)
     if (output / "report.md").is_file():
         with tempfile.TemporaryDirectory(prefix="irflow-report-") as tmp:
@@ -190,7 +198,7 @@ def log_evaluation(
             tracker.end(child, failed=True)
             children[label] = child
     tracker.end(run_id, failed=bool(failed))
-    return LoggedEvaluation(run_id, children, tracker.run_url(run_id))
+    return LoggedEvaluation(run_id, children, tracker.run_url(run_id), view_url(tracker))
 
 
 def artifact_links(markdown: str, run_id: str) -> str:
@@ -259,9 +267,11 @@ __all__ = [
     "metric_key",
     "mlflow_key",
     "redact",
+    "save_headline_view",
     "snapshot",
     "system_metrics",
     "system_params",
     "texts_encoded",
     "tracking_uri",
+    "view_url",
 ]
