@@ -87,9 +87,15 @@ def test_unavailable_backends_fail_with_the_reason(monkeypatch: pytest.MonkeyPat
     check_models(["rerank(backend=openvino):minilm@bm25"])  # a bi-encoder rerank runs on the exported graph
 
 
+@pytest.fixture(scope="module")
+def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for the ONNX tests of this module: the export is built by the first and reused after."""
+    return tmp_path_factory.mktemp("onnx-cache")
+
+
 @pytest.mark.skipif(importlib.util.find_spec("onnx") is None, reason="needs irflow[fast] (onnx, onnxruntime)")
-def test_onnx_int8_export_is_built_once_and_close_to_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("IRFLOW_CACHE_DIR", str(tmp_path))
+def test_onnx_int8_export_is_built_once_and_close_to_torch(onnx_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IRFLOW_CACHE_DIR", str(onnx_cache))
     model = resolve_model("minilm")
     int8 = with_encoder(model, parse_system("dense(backend=onnx,quantize=int8):minilm"))
     texts = [
@@ -107,7 +113,7 @@ def test_onnx_int8_export_is_built_once_and_close_to_torch(tmp_path: Path, monke
     fp32 = encode(onnx_fp32, texts, prompt="", max_seq_length=None)
     np.testing.assert_allclose(fp32, reference, atol=1e-4)  # the fused graph computes what torch does
     built = exports.onnx_export(int8, int8=True)
-    assert built.parent.parent == tmp_path / "exports"
+    assert built.parent.parent == onnx_cache / "exports"
     assert sorted(p.name for p in built.parent.glob("*.onnx")) == [
         "onnx-fused-fp32.onnx",
         "onnx-fused-int8dyn-perchannel.onnx",
@@ -153,3 +159,32 @@ def test_openvino_runs_fp32_bf16_and_int8_close_to_torch(tmp_path: Path, monkeyp
         assert 0.999 < bf16.min() and bf16.max() < 1 - 1e-7  # close, and really computed in bf16
     with pytest.raises(BackendUnavailableError, match="needs a CPU with FP16 units"):
         backends.check_openvino_precision("fp16", ["FP32", "BF16", "INT8"])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("onnx") is None, reason="needs irflow[fast] (onnx, onnxruntime)")
+def test_irflow_run_reports_what_int8_costs_beside_torch_fp32(onnx_cache: Path, tmp_path: Path) -> None:
+    """Speed and quality side by side in one run: the report's backend table gives the encode-rate ratio
+    and the nDCG@10 difference that metrics.json's numbers imply."""
+    import json
+    import os
+
+    from _cli import irflow
+
+    int8 = "dense(backend=onnx,quantize=int8):sentence-transformers/all-MiniLM-L6-v2"
+    torch = "dense:sentence-transformers/all-MiniLM-L6-v2"
+    env = {**os.environ, "IRFLOW_CACHE_DIR": str(onnx_cache), "PREFECT_HOME": str(tmp_path / "prefect")}
+    args = ["run", "--system", "dense:minilm", "--system", "dense(backend=onnx,quantize=int8):minilm"]
+    done = irflow(
+        *args, "--metric", "nDCG@10", "--latency-runs", "0", "--no-track", "--output", str(tmp_path / "out"), env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    document = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    delta = document["systems"][int8]["nDCG@10"] - document["systems"][torch]["nDCG@10"]
+    assert abs(delta) <= 0.02  # techdocs, 80 queries: int8 stays close to fp32
+    rates = {s: document["cost"][s]["documents_per_second"] for s in (int8, torch)}
+    report = (tmp_path / "out" / "report.md").read_text()
+    section = report.split("### Encoding backends", 1)[1].split("\n#", 1)[0]
+    row = next(line for line in section.splitlines() if line.startswith("|") and "int8" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[4] == f"{rates[int8] / rates[torch]:.2f}×"
+    assert cells[6] == f"{delta:+.4f}"

@@ -66,6 +66,7 @@ def cost_section(document: Mapping[str, Any], data: ReportData, plot_files: Mapp
         *img(plot_files, "latency", "latency per query"),
         *_load_table(costs, data),
         *_api_table(costs, data),
+        *_backend_table(costs, data),
     ]
 
 
@@ -197,5 +198,58 @@ def _load_table(costs: Mapping[str, Any], data: ReportData) -> list[str]:
         "latency per query end to end (as the service's users see it).",
         "",
         *md_table(["system", "concurrency", "queries/s", "p50 ms", "p95 ms"], rows, "lrrrr"),
+        "",
+    ]
+
+
+def torch_fp32_twin(system: str) -> str | None:
+    """The spec of ``system`` run on torch fp32 (same model, index and first stage), or None when
+    ``system`` is not a dense or rerank system with other encoder options."""
+    import dataclasses
+
+    from irflow.tasks.systems import DenseSpec, RerankSpec, parse_system
+
+    spec = parse_system(system)
+    default = ("torch", None, "fp32")
+    if not isinstance(spec, DenseSpec | RerankSpec) or (spec.backend, spec.quantize, spec.precision) == default:
+        return None
+    return str(dataclasses.replace(spec, backend="torch", quantize=None, precision="fp32", device=None))
+
+
+def _backend_table(costs: Mapping[str, Any], data: ReportData) -> list[str]:
+    """Speed against quality of each encoding backend next to its torch fp32 twin in this run: the
+    encode rate ratio and the headline metric's difference (the quality an int8 or bf16 graph costs)."""
+    rows = []
+    for s in data.systems:
+        twin = torch_fp32_twin(s)
+        if twin is None or twin not in data.systems:
+            continue
+        rate, base = costs.get(s, {}).get("documents_per_second"), costs.get(twin, {}).get("documents_per_second")
+        mean, base_mean = float(data.wide[s].mean()), float(data.wide[twin].mean())
+        rows.append(
+            [
+                data.labels[s],
+                data.labels[twin],
+                _rate(costs.get(s, {})),
+                _rate(costs.get(twin, {})),
+                f"{rate / base:.2f}×" if rate and base else "-",
+                f"{mean:.4f}",
+                f"{mean - base_mean:+.4f}",
+            ]
+        )
+    if not rows:
+        return []
+    return [
+        "### Encoding backends",
+        "",
+        f"Each system whose model runs on another backend, quantisation or precision beside the same model on "
+        f"torch fp32 in this run: corpus encoding speed (documents/s; `cached` where this run encoded nothing) "
+        f"and what it costs in {data.headline}.",
+        "",
+        *md_table(
+            ["system", "torch fp32", "docs/s", "torch docs/s", "speed", data.headline, f"Δ{data.headline}"],
+            rows,
+            "llrrrrr",
+        ),
         "",
     ]
