@@ -19,7 +19,9 @@ import json
 import re
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
+
+from _json_handler import JsonHandler
 
 LOG, TOKEN = sys.argv[1], sys.argv[2]
 LOCK = threading.Lock()
@@ -46,35 +48,22 @@ def queries_for(prompt: str) -> tuple[str, list[str]]:
     return style, [first, GENERIC]
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def reply(self, status: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
+class Handler(JsonHandler):
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         auth = self.headers.get("Authorization", "")
         if self.path != "/v1/chat/completions":
-            return self.reply(404, {"error": "not found"})
+            return self.send_json(404, {"error": "not found"})
         if auth != f"Bearer {TOKEN}":
             note(status=401)
-            return self.reply(401, {"error": {"message": f"Incorrect API key provided: {auth}"}})
+            return self.send_json(401, {"error": {"message": f"Incorrect API key provided: {auth}"}})
         style, queries = queries_for(body["messages"][-1]["content"])
         with LOCK:
             SEEN["requests"] += 1
             number = SEEN["requests"]
         content = "Sure! Here are some queries you could use." if number == 3 else json.dumps({"queries": queries})
         note(status=200, style=style, response_format=body.get("response_format"), unparseable=number == 3)
-        self.reply(200, {"choices": [{"message": {"role": "assistant", "content": content}}], "usage": {}})
+        self.send_json(200, {"choices": [{"message": {"role": "assistant", "content": content}}], "usage": {}})
 
 
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

