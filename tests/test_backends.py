@@ -10,7 +10,7 @@ import pytest
 
 from irflow.tasks import backends, exports
 from irflow.tasks.experiment import check_models
-from irflow.tasks.models import BackendUnavailableError, encode, load_cross_encoder, resolve_model, with_encoder
+from irflow.tasks.models import BackendUnavailableError, encode, resolve_model, score_pairs_many, with_encoder
 from irflow.tasks.schema import InputError, UnknownNameError
 from irflow.tasks.systems import parse_system
 
@@ -77,8 +77,6 @@ def test_identity_separates_backend_quantization_and_precision() -> None:
 
 
 def test_unavailable_backends_fail_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(BackendUnavailableError, match="bi-encoders only"):
-        load_cross_encoder(resolve_model("minilm").path, "onnx")
     # every backend module installed but nncf, whichever extras this environment has
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "nncf" else object())
     # before any stage runs: the missing module and the extra that brings it
@@ -159,6 +157,43 @@ def test_openvino_runs_fp32_bf16_and_int8_close_to_torch(tmp_path: Path, monkeyp
         assert 0.999 < bf16.min() and bf16.max() < 1 - 1e-7  # close, and really computed in bf16
     with pytest.raises(BackendUnavailableError, match="needs a CPU with FP16 units"):
         backends.check_openvino_precision("fp16", ["FP32", "BF16", "INT8"])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nncf") is None, reason="needs irflow[fast,openvino]")
+def test_a_cross_encoder_scores_on_onnx_and_openvino_as_on_torch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-logit *ForSequenceClassification model (MiniLM body, seeded head: no cross-encoder with weights is
+    installable offline) gives CrossEncoder.predict's scores on the fp32 graphs and nearly its order in int8."""
+    import onnx
+    import torch
+    from scipy.stats import spearmanr
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    monkeypatch.setenv("IRFLOW_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(exports, "CALIBRATION_TEXTS", 16)
+    minilm = resolve_model("minilm")
+    path = str(tmp_path / "cross-encoder")
+    torch.manual_seed(0)
+    AutoModelForSequenceClassification.from_pretrained(minilm.path, num_labels=1).save_pretrained(path)
+    AutoTokenizer.from_pretrained(minilm.path).save_pretrained(path)
+    docs = exports.calibration_texts(40)
+    items = [("how do retries work in the go client", docs[:25]), ("why is filtered search slow", docs[25:]), ("", [])]
+    reference = np.concatenate(score_pairs_many(path, items))  # CrossEncoder.predict: sigmoid of the logit
+
+    def scores(options: str) -> np.ndarray:
+        per_query = score_pairs_many(path, items, encoder=parse_system(f"rerank({options}):x@bm25"))
+        assert [len(s) for s in per_query] == [25, 15, 0]
+        return np.concatenate(per_query)
+
+    np.testing.assert_allclose(scores("backend=onnx"), reference, atol=1e-6)
+    np.testing.assert_allclose(scores("backend=openvino"), reference, atol=1e-6)
+    for options in ("backend=onnx,quantize=int8", "backend=openvino,quantize=int8"):
+        int8 = scores(options)
+        assert 0 < np.abs(int8 - reference).max() < 0.01 and spearmanr(int8, reference)[0] > 0.9, options
+    plain = exports.plain_export(with_encoder(resolve_model(path), parse_system("rerank(backend=onnx):x@bm25")))
+    assert [o.name for o in onnx.load(str(plain)).graph.output] == ["logits"]
+    assert plain.parent != exports.export_folder(minilm)  # its own weights, its own graphs
 
 
 @pytest.mark.skipif(importlib.util.find_spec("onnx") is None, reason="needs irflow[fast] (onnx, onnxruntime)")

@@ -5,9 +5,9 @@ with the model's own tokenizer, truncation and pooling, batched by length as sen
 * ``backend=openvino``: OpenVINO on the plain graph at ``precision`` fp32, bf16 or fp16 (OpenVINO's own
   default on a CPU with bf16 units is bf16; irflow asks for what the spec says), or its NNCF int8 graph.
 
-Vectors are L2-normalised mean or CLS pooled, as the model's sentence-transformers config says.
-Cross-encoders are not exported yet (no cross-encoder with weights is available offline to check one
-against torch); a bi-encoder rerank runs on these backends through ``encode_exported``.
+Vectors are L2-normalised mean or CLS pooled, as the model's sentence-transformers config says; a
+cross-encoder's one logit goes through its activation (sigmoid unless its config names another), so its
+scores are ``CrossEncoder.predict``'s.
 """
 
 from __future__ import annotations
@@ -26,7 +26,12 @@ if TYPE_CHECKING:
     from irflow.tasks.models import ResolvedModel
 
 Runner = Callable[[dict[str, np.ndarray]], np.ndarray]
+Pair = tuple[str, str]
 _OPENVINO_PRECISIONS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
+_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "Identity": lambda x: x,
+}
 
 
 def encode_exported(
@@ -53,13 +58,29 @@ def encode_exported(
     return out / np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-12, None)
 
 
-def _batches(tokenizer: Any, texts: list[str], max_length: int, batch_size: int) -> Iterator[tuple[Any, Any]]:
-    """(row indices, tokenised batch) in order of decreasing length, so each batch pads little."""
-    order = np.argsort([-len(t) for t in texts], kind="stable")
-    for start in range(0, len(texts), batch_size):
+def score_exported(model: ResolvedModel, pairs: Sequence[Pair], *, batch_size: int) -> np.ndarray:
+    """A cross-encoder's score of each (query, document) pair from ``model``'s export, as float64."""
+    activation = _activation(model.path)
+    run, wanted = _runner(model)
+    tokenizer = _tokenizer(model.path)
+    scores = np.zeros(len(pairs), dtype=np.float64)
+    for rows, enc in _batches(tokenizer, list(pairs), default_max_length(model.path), batch_size):
+        logits = run({k: v.astype(np.int64) for k, v in enc.items() if k in wanted})
+        scores[rows] = activation(logits[:, 0].astype(np.float64))
+    return scores
+
+
+def _batches(
+    tokenizer: Any, items: list[str] | list[Pair], max_length: int, batch_size: int
+) -> Iterator[tuple[Any, Any]]:
+    """(row indices, tokenised batch) of texts or (query, document) pairs in order of decreasing length, so
+    each batch pads little; pairs are truncated longest-first, as sentence-transformers does."""
+    order = np.argsort([-len(t) if isinstance(t, str) else -len(t[0]) - len(t[1]) for t in items], kind="stable")
+    for start in range(0, len(items), batch_size):
         rows = order[start : start + batch_size]
-        batch = [texts[i] for i in rows]
-        yield rows, tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="np")
+        batch = [items[i] for i in rows]
+        segments = [batch] if isinstance(batch[0], str) else [list(s) for s in zip(*batch, strict=True)]
+        yield rows, tokenizer(*segments, padding=True, truncation=True, max_length=max_length, return_tensors="np")
 
 
 def _runner(model: ResolvedModel) -> tuple[Runner, set[str]]:
@@ -129,14 +150,43 @@ def _pooling(model_dir: str) -> str:
     raise ValueError(f"{root / pool_dir / 'config.json'}: only mean or CLS pooling run on the onnx/openvino backends")
 
 
+def _activation(model_dir: str) -> Callable[[np.ndarray], np.ndarray]:
+    """The function ``CrossEncoder.predict`` puts on the logit: the one the model's config names
+    (sentence-transformers >= 4, or its older key), else sigmoid for a one-logit model."""
+    root = Path(model_dir)
+    config = _json(root / "config.json")
+    named = (
+        _json(root / "config_sentence_transformers.json").get("activation_fn")
+        or (config.get("sentence_transformers") or {}).get("activation_fn")
+        or config.get("sbert_ce_default_activation_function")
+    )
+    if int(config.get("num_labels", len(config.get("id2label") or {0: ""}))) != 1:
+        raise ValueError(f"{root / 'config.json'}: only one-logit cross-encoders run on the onnx/openvino backends")
+    name = str(named or "Sigmoid").rsplit(".", 1)[-1]
+    if name not in _ACTIVATIONS:
+        raise ValueError(
+            f"{root}: the activation {named!r} does not run on the onnx/openvino backends "
+            f"(supported: {', '.join(_ACTIVATIONS)}); use backend=torch"
+        )
+    return _ACTIVATIONS[name]
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def default_max_length(model_dir: str) -> int:
-    """The model's own max_seq_length (sentence_bert_config.json), else its position limit, else 512."""
+    """The model's own max_seq_length (sentence_bert_config.json), else the smaller of its tokenizer's
+    model_max_length and its position limit (what sentence-transformers truncates to), else 512."""
     root = Path(model_dir)
     try:
-        return int(json.loads((root / "sentence_bert_config.json").read_text())["max_seq_length"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return int(_json(root / "sentence_bert_config.json")["max_seq_length"])
+    except (KeyError, ValueError, TypeError):
         pass
-    try:
-        return min(512, int(json.loads((root / "config.json").read_text())["max_position_embeddings"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return 512
+    limits = [_json(root / "config.json").get("max_position_embeddings"), 512]
+    limits.append(_json(root / "tokenizer_config.json").get("model_max_length"))
+    return min(int(x) for x in limits if isinstance(x, int | float) and 0 < x)

@@ -216,7 +216,7 @@ def check_models(systems: Sequence[str]) -> None:
 
     from irflow.tasks.api_embed import ApiModel, is_api_model
     from irflow.tasks.embed import model_for
-    from irflow.tasks.models import is_cross_encoder, require_backend, resolve_model
+    from irflow.tasks.models import require_backend, resolve_model
 
     for system in systems:
         for node in walk(as_spec(system)):
@@ -240,8 +240,7 @@ def check_models(systems: Sequence[str]) -> None:
                 raise UnknownNameError(f"system {system!r}: {err}") from None
         for node in walk(as_spec(system)):  # an onnx/openvino backend whose packages are missing fails now too
             if isinstance(node, DenseSpec | RerankSpec) and node.backend != "torch":
-                cross = isinstance(node, RerankSpec) and is_cross_encoder(resolve_model(node.model))
-                require_backend(node.backend, node.quantize, cross_encoder=cross)
+                require_backend(node.backend, node.quantize)
 
 
 def validate_experiment(experiment: Experiment) -> Experiment:

@@ -8,7 +8,8 @@ Recipes, one file (or folder) each under ``cache_dir()/exports/<sha256(weights i
 model identity names the recipe (``models.encoder_tag``), so vectors of one recipe never serve another:
 
 * ``plain-fp32.onnx``: ``torch.onnx.export`` of the transformer with eager attention (the pattern ONNX
-  Runtime's fusions recognise); what OpenVINO compiles for fp32/bf16/fp16.
+  Runtime's fusions recognise): its last hidden state for a bi-encoder, the classifier's logits for a
+  cross-encoder; what OpenVINO compiles for fp32/bf16/fp16.
 * ``onnx-fused-fp32.onnx``: ONNX Runtime's transformer optimiser (fused attention, embedding and skip
   layer norms, bias-GELU); models it does not recognise keep the plain graph.
 * ``onnx-fused-int8dyn-perchannel.onnx``: the fused graph with int8 weights per output channel and
@@ -16,7 +17,8 @@ model identity names the recipe (``models.encoder_tag``), so vectors of one reci
   to fp32 0.92-0.96 against 0.98-0.99); ONNX Runtime picks the VNNI / AVX512 / AVX2 kernels at run time.
 * ``openvino-int8static-smoothquant/``: NNCF post-training int8 of the plain graph (SmoothQuant, fast
   bias correction; transformer preset), calibrated on the first ``CALIBRATION_TEXTS`` documents of the
-  bundled techdocs corpus, so the same weights always give the same graph.
+  bundled techdocs corpus (paired with its queries for a cross-encoder), so the same weights always give
+  the same graph.
 
 Each is published by an atomic rename under a lock: concurrent builders export once and readers
 never see half a file.
@@ -49,8 +51,11 @@ def export_folder(model: ResolvedModel) -> Path:
 
 
 def plain_export(model: ResolvedModel) -> Path:
-    """``plain-fp32.onnx``: the transformer's last hidden state, built once."""
-    return _built(export_folder(model) / "plain-fp32.onnx", lambda tmp: _export(model.path, tmp))
+    """``plain-fp32.onnx``: the transformer's last hidden state (a cross-encoder's logits), built once."""
+    from irflow.tasks.models import is_cross_encoder
+
+    cross = is_cross_encoder(model)
+    return _built(export_folder(model) / "plain-fp32.onnx", lambda tmp: _export(model.path, tmp, cross_encoder=cross))
 
 
 def onnx_export(model: ResolvedModel, *, int8: bool) -> Path:
@@ -64,6 +69,8 @@ def onnx_export(model: ResolvedModel, *, int8: bool) -> Path:
 
 def openvino_int8_export(model: ResolvedModel) -> Path:
     """The NNCF int8 OpenVINO model (``model.xml`` + ``model.bin``), built once."""
+    from irflow.tasks.models import is_cross_encoder
+
     target = export_folder(model) / OPENVINO_INT8
     if (target / "model.xml").is_file():
         return target / "model.xml"
@@ -71,7 +78,7 @@ def openvino_int8_export(model: ResolvedModel) -> Path:
     with file_lock(target.with_name(target.name + ".lock")):
         if not (target / "model.xml").is_file():
             with publish_dir(target) as tmp:
-                _quantize_openvino(model.path, plain, tmp / "model.xml")
+                _quantize_openvino(model.path, plain, tmp / "model.xml", cross_encoder=is_cross_encoder(model))
     return target / "model.xml"
 
 
@@ -87,14 +94,16 @@ def _built(target: Path, build: Any) -> Path:
     return target
 
 
-def _export(model_dir: str, out: Path) -> None:
+def _export(model_dir: str, out: Path, *, cross_encoder: bool) -> None:
     import torch
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    network = AutoModel.from_pretrained(model_dir, attn_implementation="eager").eval()
-    sample = tokenizer(["an export sample", "two"], return_tensors="pt", padding=True)
+    loader = AutoModelForSequenceClassification if cross_encoder else AutoModel
+    network = loader.from_pretrained(model_dir, attn_implementation="eager").eval()
+    sample = tokenizer(["an export sample", "two"], ["a second segment", "three"], return_tensors="pt", padding=True)
     names = [n for n in INPUTS if n in sample]
+    output = "logits" if cross_encoder else "last_hidden_state"
 
     class Output(torch.nn.Module):
         def __init__(self) -> None:
@@ -102,7 +111,7 @@ def _export(model_dir: str, out: Path) -> None:
             self.network = network
 
         def forward(self, *tensors: Any) -> Any:
-            return self.network(**dict(zip(names, tensors, strict=True))).last_hidden_state
+            return getattr(self.network(**dict(zip(names, tensors, strict=True))), output)
 
     with torch.no_grad():
         torch.onnx.export(
@@ -110,8 +119,8 @@ def _export(model_dir: str, out: Path) -> None:
             tuple(sample[n] for n in names),
             str(out),
             input_names=names,
-            output_names=["last_hidden_state"],
-            dynamic_axes={n: {0: "batch", 1: "tokens"} for n in [*names, "last_hidden_state"]},
+            output_names=[output],
+            dynamic_axes={**{n: {0: "batch", 1: "tokens"} for n in names}, output: {0: "batch"}},
             opset_version=17,
             dynamo=False,
         )
@@ -148,14 +157,24 @@ def _quantize_dynamic(fused: Path, out: Path) -> None:
 
 def calibration_texts(count: int = CALIBRATION_TEXTS) -> list[str]:
     """The first ``count`` documents of the bundled techdocs corpus (title + text): fixed, offline."""
-    from importlib.resources import files
-
-    lines = (files("irflow.datasets") / "techdocs" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
-    docs = [json.loads(line) for line in lines if line.strip()][:count]
+    docs = _techdocs("corpus.jsonl")[:count]
     return [f"{d.get('title', '')} {d.get('text', '')}".strip() for d in docs]
 
 
-def _quantize_openvino(model_dir: str, plain: Path, out: Path) -> None:
+def calibration_pairs(count: int = CALIBRATION_TEXTS) -> list[tuple[str, str]]:
+    """``count`` (query, document) pairs for a cross-encoder: techdocs queries in turn beside its first documents."""
+    queries = [q["text"] for q in _techdocs("queries.jsonl")]
+    return [(queries[i % len(queries)], doc) for i, doc in enumerate(calibration_texts(count))]
+
+
+def _techdocs(name: str) -> list[dict[str, Any]]:
+    from importlib.resources import files
+
+    lines = (files("irflow.datasets") / "techdocs" / name).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def _quantize_openvino(model_dir: str, plain: Path, out: Path, *, cross_encoder: bool) -> None:
     import nncf
     import numpy as np
     import openvino
@@ -165,12 +184,14 @@ def _quantize_openvino(model_dir: str, plain: Path, out: Path) -> None:
     core = openvino.Core()
     network = core.read_model(str(plain))
     wanted = {i.get_any_name() for i in network.inputs}
-    texts = calibration_texts()
+    items: list[Any] = calibration_pairs() if cross_encoder else calibration_texts()
     batches = []
-    for start in range(0, len(texts), 8):
-        enc = tokenizer(texts[start : start + 8], padding=True, truncation=True, max_length=256, return_tensors="np")
+    for start in range(0, len(items), 8):
+        chunk = items[start : start + 8]
+        segments = [list(s) for s in zip(*chunk, strict=True)] if cross_encoder else [chunk]
+        enc = tokenizer(*segments, padding=True, truncation=True, max_length=256, return_tensors="np")
         batches.append({k: v.astype(np.int64) for k, v in enc.items() if k in wanted})
     quantized = nncf.quantize(
-        network, nncf.Dataset(batches), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(texts)
+        network, nncf.Dataset(batches), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(items)
     )
     openvino.save_model(quantized, str(out))

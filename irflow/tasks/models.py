@@ -262,16 +262,10 @@ BACKEND_PACKAGES: dict[tuple[str, str | None], tuple[str, ...]] = {
 BACKEND_EXTRAS = {"onnx": "fast", "openvino": "openvino"}
 
 
-def require_backend(backend: str, quantize: str | None = None, *, cross_encoder: bool = False) -> None:
+def require_backend(backend: str, quantize: str | None = None) -> None:
     """Fail early and clearly when ``backend`` cannot run: name the missing module and the fix."""
     import importlib.util
 
-    if backend != "torch" and cross_encoder:
-        raise BackendUnavailableError(
-            f"backend={backend} runs bi-encoders only: a cross-encoder on onnx/openvino is not built yet "
-            "(sentence-transformers' own export needs optimum, which pins transformers<4.58); "
-            "rerank with a bi-encoder, or use backend=torch"
-        )
     for module in BACKEND_PACKAGES.get((backend, quantize), ()):
         try:
             found = importlib.util.find_spec(module) is not None
@@ -306,11 +300,8 @@ def load_sentence_transformer(path: str, precision: str = "fp32", device: str | 
 
 
 @functools.lru_cache(maxsize=2)
-def load_cross_encoder(
-    path: str, backend: str = "torch", quantize: str | None = None, precision: str = "fp32", device: str | None = None
-) -> Any:
-    """Load a cross-encoder once per process."""
-    require_backend(backend, quantize, cross_encoder=True)
+def load_cross_encoder(path: str, precision: str = "fp32", device: str | None = None) -> Any:
+    """Load a cross-encoder on torch once per process (the other backends run exported graphs)."""
     from sentence_transformers import CrossEncoder
 
     return CrossEncoder(path, **_load_kwargs(precision, device))
@@ -374,12 +365,17 @@ def score_pairs_many(
     sizes = [len(docs) for _, docs in items]
     if is_cross_encoder(resolved):
         pairs = [(query, doc) for query, docs in items for doc in docs]
-        flat = np.asarray(
-            load_cross_encoder(
-                resolved.path, resolved.backend, resolved.quantize, resolved.precision, resolved.device
-            ).predict(pairs, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True),
-            dtype=np.float64,
-        )
+        if resolved.backend != "torch":
+            from irflow.tasks.backends import score_exported
+
+            require_backend(resolved.backend, resolved.quantize)
+            flat = score_exported(resolved, pairs, batch_size=batch_size)
+        else:
+            cross_encoder = load_cross_encoder(resolved.path, resolved.precision, resolved.device)
+            flat = np.asarray(
+                cross_encoder.predict(pairs, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True),
+                dtype=np.float64,
+            )
     else:
         queries = list(dict.fromkeys(query for query, _ in items))
         docs = list(dict.fromkeys(doc for _, ds in items for doc in ds))
