@@ -133,9 +133,7 @@ def main() -> None:
         "targets": {"onnx-int8 speedup": ">= 2.5", "|delta nDCG@10|": "<= 0.005"},
         "threads": {"torch": torch.get_num_threads(), "cpu_count": os.cpu_count()},
         "not_measured": {
-            "cross-encoder": "no cross-encoder with weights is available offline (and onnx/openvino cross-encoders "
-            "are not built); the bi-encoder rerank path encodes with the same encode() as above, so its ratio "
-            "is this one",
+            "rerank": "benchmarks/bench_rerank_backends.py (bi-encoder rerank and the cross-encoder shape)",
             "gpu fp16": "no GPU on this machine",
         },
         "command": "python benchmarks/bench_backends.py " + " ".join(sys.argv[1:]),

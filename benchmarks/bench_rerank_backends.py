@@ -7,13 +7,15 @@ options, as ``rerank(...):<model>@bm25`` runs it) over SciFact's BM25 candidates
 * Cross-encoder (the ms-marco-MiniLM-L-6-v2 architecture: MiniLM-L6 body, one-logit head): no cross-encoder
   with trained weights can be installed offline, so the head is seeded (torch.manual_seed(0)) over
   all-MiniLM-L6-v2's body. Its speed is the architecture's; its nDCG would mean nothing, so fidelity is
-  reported instead: the mean per-query Spearman correlation of each backend's scores with torch fp32's.
+  reported instead: the mean per-query Spearman correlation of each backend's scores with torch fp32's
+  (first ``--fidelity-queries`` queries).
 
 Speed: ``--speed-pairs`` (query, document) pairs, the first of the candidate list, scored by each backend in
 turn, ``--rounds`` interleaved rounds in one process; per round torch's time over the backend's, median.
 Targets (issue 13): >= 2x torch fp32 with |delta nDCG@10| <= 0.005.
 
     python benchmarks/bench_rerank_backends.py [--queries 100] [--top 30] [--speed-pairs 128] [--rounds 5]
+        [--fidelity-queries 20]
 
 Writes ``benchmarks/results/rerank_backends.json`` (atomically).
 """
@@ -96,6 +98,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--speed-pairs", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--fidelity-queries", type=int, default=20)
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "rerank_backends.json"))
     args = parser.parse_args()
 
@@ -131,10 +134,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         cross = seeded_cross_encoder(Path(folder) / "cross-encoder")
         cross_speed = timed(cross, CROSS_OPTIONS, speed_items, args.rounds)
-        reference = score(cross, "", items)
+        reference = score(cross, "", items[: args.fidelity_queries])
         fidelity = {}
         for name, options in CROSS_OPTIONS.items():
-            got = score(cross, options, items)
+            got = score(cross, options, items[: args.fidelity_queries])
             rhos = [spearmanr(a, b)[0] for a, b in zip(got, reference, strict=True) if len(a) > 1]
             fidelity[name] = round(float(np.mean(rhos)), 4)
     load_after = os.getloadavg()
@@ -157,6 +160,7 @@ def main() -> None:
             "model": "MiniLM-L6 body (all-MiniLM-L6-v2) + seeded one-logit head: the ms-marco-MiniLM-L-6-v2 shape",
             "speed": cross_speed,
             "mean_spearman_vs_torch_fp32": fidelity,
+            "fidelity_queries": min(args.fidelity_queries, len(items)),
             "quality": "not measurable offline: no cross-encoder with trained weights is installable here",
         },
         "targets": {"speedup": ">= 2", "|delta nDCG@10|": "<= 0.005"},
