@@ -15,6 +15,7 @@ import pytest
 from _cli import ROOT, script_server
 
 from irflow.tasks.external.http_options import fill, normalize, resolve
+from irflow.tasks.external.http_service import ServiceError
 from irflow.tasks.metrics import evaluate
 from irflow.tasks.retrieve import measure_latency, retrieve
 from irflow.tasks.schema import Dataset, InputError
@@ -81,6 +82,14 @@ def test_vector_database_presets_give_the_metrics_of_the_run_they_serve(served, 
             assert result.info["http_model"] == MINILM and result.info["queries_encoded"] == 0, name
         milvus_by_field = retrieve(dataset, specs["milvus"].replace("collection=docs", "collection=docs,id=doc_id"))
         assert milvus_by_field.run.equals(run)  # the id read from an output field the request asked for
+        # scores read the wrong way round (similarities as distances, distances as similarities) stop the run
+        wrong_way = {
+            specs["milvus"].replace("collection=docs", "collection=docs,scores=distance"): "drop scores=distance",
+            specs["weaviate"].replace("collection=Doc", "collection=Doc,scores=similarity"): "add scores=distance",
+        }
+        for spec, fix in wrong_way.items():
+            with pytest.raises(ServiceError, match=f"in all {len(dataset.queries)} answers .* rise .*{fix}"):
+                retrieve(dataset, spec, depth=100)
         # one query at a time (the latency path), each embedded on the spot, then the load curve (threads)
         weaviate = specs["weaviate"].replace("id=doc_id", "id=doc_id,load=1:4")
         latency = measure_latency(dataset, weaviate, warmup=1, sample=4, num_runs=1)
@@ -92,7 +101,7 @@ def test_vector_database_presets_give_the_metrics_of_the_run_they_serve(served, 
     queries = len(dataset.queries)
     assert lines.count("200 /collections/docs/points/query") == queries
     assert lines.count("200 /query") == queries
-    assert lines.count("200 /v2/vectordb/entities/search") == 2 * queries
+    assert lines.count("200 /v2/vectordb/entities/search") == 3 * queries
     assert lines.count("200 /v1/graphql") > queries + 5  # the batch, warm-up, 4 timed queries, the load curve
     assert "401" not in log.read_text()  # Pinecone's key went in Api-Key, the others as Bearer tokens
 

@@ -8,7 +8,8 @@ Meilisearch. Vector databases, queried with a vector that irflow embeds with ``m
 * ``pinecone``: ``POST https://<index host>/query`` ``{"vector": [...], "topK": k, ...}`` ->
   ``{"matches": [{"id", "score"}]}`` (the key goes in ``Api-Key``; ``namespace`` optional)
 * ``milvus``: ``POST /v2/vectordb/entities/search`` ``{"collectionName", "data": [[...]], "annsField", "limit"}``
-  -> ``{"code": 0, "data": [{"id", "distance", ...}]}`` (``field`` = the vector field, default ``vector``)
+  -> ``{"code": 0, "data": [{"id", "distance", ...}]}`` (``field`` = the vector field, default ``vector``); the
+  "distance" is a similarity for COSINE and IP collections, a distance for L2 ones (``scores=distance``)
 * ``weaviate``: ``POST /v1/graphql`` ``{"query": "{ Get { <collection>(nearVector: {vector: [...]}, limit: k)
   { ... _additional { id distance } } } }"}`` -> ``{"data": {"Get": {"<collection>": [...]}}}``; a distance
   (lower is better), so ``scores=distance``

@@ -177,6 +177,7 @@ class HttpSearcher(Searcher[HttpSpec]):
         else:
             with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
                 answers = list(pool.map(lambda t, v: self._query(t, depth, v), texts, vectors))
+        _check_score_direction(answers, self.who, distance=self.options.distance)
         counts = np.fromiter((len(docs) for docs, _ in answers), dtype=np.int64, count=len(answers))
         run = pd.DataFrame(
             {
@@ -215,6 +216,31 @@ class HttpSearcher(Searcher[HttpSpec]):
                 "score": np.fromiter((s for _, s in known), dtype=np.float64, count=len(known)),
                 "rank": np.arange(1, len(known) + 1, dtype=np.int64),
             }
+        )
+
+
+def _check_score_direction(answers: list[tuple[list[str], list[float]]], who: str, *, distance: bool) -> None:
+    """A search service lists its best hits first. When the scores (distances already negated) rise down
+    every answer that has two different ones, they run the wrong way (an L2 collection read as similarities,
+    say) and the evaluation would rank each list upside down: stop and say which option fixes it. Stops at
+    the first answer that does not rise, so a service that agrees costs a comparison or two."""
+    rising = 0
+    for _, scores in answers:
+        steps = [b - a for a, b in zip(scores, scores[1:], strict=False) if b != a]
+        if not steps:
+            continue
+        if any(step < 0 for step in steps):
+            return
+        rising += 1
+    if rising:
+        fix = (
+            "they are similarities (higher is better): drop scores=distance"
+            if distance
+            else "they are distances (lower is better), as an L2 index gives: add scores=distance"
+        )
+        raise ServiceError(
+            f"{who}: in all {rising} answers with different scores the scores rise from the first hit to the "
+            f"last, so {fix}"
         )
 
 
