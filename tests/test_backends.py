@@ -196,6 +196,23 @@ def test_a_cross_encoder_scores_on_onnx_and_openvino_as_on_torch(
     assert plain.parent != exports.export_folder(minilm)  # its own weights, its own graphs
 
 
+def test_a_cross_encoder_the_exported_backends_cannot_score_is_named(tmp_path: Path) -> None:
+    """Two logits, or an activation other than sigmoid/identity, are refused with the file; the defaults work."""
+    import json
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"id2label": {"0": "no", "1": "yes"}}))
+    with pytest.raises(ValueError, match=r"config\.json: only one-logit cross-encoders"):
+        backends._activation(str(tmp_path))
+    config.write_text(json.dumps({"id2label": {"0": "LABEL_0"}}))
+    assert backends._activation(str(tmp_path))(np.array([0.0]))[0] == 0.5  # sigmoid when nothing is named
+    (tmp_path / "config_sentence_transformers.json").write_text(json.dumps({"activation_fn": "torch.nn.Tanh"}))
+    with pytest.raises(ValueError, match="'torch.nn.Tanh' does not run on the onnx/openvino backends"):
+        backends._activation(str(tmp_path))
+    (tmp_path / "config_sentence_transformers.json").write_text(json.dumps({"activation_fn": "torch.nn.Identity"}))
+    assert backends._activation(str(tmp_path))(np.array([2.5]))[0] == 2.5
+
+
 @pytest.mark.skipif(importlib.util.find_spec("onnx") is None, reason="needs irflow[fast] (onnx, onnxruntime)")
 def test_irflow_run_reports_what_int8_costs_beside_torch_fp32(onnx_cache: Path, tmp_path: Path) -> None:
     """Speed and quality side by side in one run: the report's backend table gives the encode-rate ratio

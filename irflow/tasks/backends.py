@@ -160,7 +160,7 @@ def _activation(model_dir: str) -> Callable[[np.ndarray], np.ndarray]:
         or (config.get("sentence_transformers") or {}).get("activation_fn")
         or config.get("sbert_ce_default_activation_function")
     )
-    if int(config.get("num_labels", len(config.get("id2label") or {0: ""}))) != 1:
+    if (config.get("num_labels") or len(config.get("id2label") or [None])) != 1:
         raise ValueError(f"{root / 'config.json'}: only one-logit cross-encoders run on the onnx/openvino backends")
     name = str(named or "Sigmoid").rsplit(".", 1)[-1]
     if name not in _ACTIVATIONS:

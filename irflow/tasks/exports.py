@@ -54,8 +54,8 @@ def plain_export(model: ResolvedModel) -> Path:
     """``plain-fp32.onnx``: the transformer's last hidden state (a cross-encoder's logits), built once."""
     from irflow.tasks.models import is_cross_encoder
 
-    cross = is_cross_encoder(model)
-    return _built(export_folder(model) / "plain-fp32.onnx", lambda tmp: _export(model.path, tmp, cross_encoder=cross))
+    target = export_folder(model) / "plain-fp32.onnx"
+    return _built(target, lambda tmp: _export(model.path, tmp, cross_encoder=is_cross_encoder(model)))
 
 
 def onnx_export(model: ResolvedModel, *, int8: bool) -> Path:
