@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 from irflow.tasks.annotate import ensemble, pipeline  # noqa: E402
-from irflow.tasks.atomic import write_json  # noqa: E402
+from irflow.tasks.core.atomic import write_json  # noqa: E402
 
 SYSTEMS = ("bm25", "dense:minilm", "hybrid:bm25+dense:minilm")
 

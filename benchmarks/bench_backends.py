@@ -31,10 +31,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from _scifact import scifact  # noqa: E402
 
-from irflow.tasks.atomic import write_json  # noqa: E402
-from irflow.tasks.embed import document_texts  # noqa: E402
-from irflow.tasks.models import encode, resolve_model, with_encoder  # noqa: E402
-from irflow.tasks.systems import parse_system  # noqa: E402
+from irflow.tasks.core.atomic import write_json  # noqa: E402
+from irflow.tasks.embed.encode import document_texts  # noqa: E402
+from irflow.tasks.embed.models import encode, resolve_model, with_encoder  # noqa: E402
+from irflow.tasks.systems.specs import parse_system  # noqa: E402
 
 SYSTEMS = {
     "torch-fp32": "dense:minilm",

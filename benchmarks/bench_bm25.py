@@ -35,10 +35,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from irflow.tasks import bm25  # noqa: E402
-from irflow.tasks.atomic import write_json  # noqa: E402
+from irflow.tasks.core.atomic import write_json  # noqa: E402
+from irflow.tasks.index import bm25  # noqa: E402
 from irflow.tasks.metrics import evaluate, mean  # noqa: E402
-from irflow.tasks.systems import BM25Spec, parse_system  # noqa: E402
+from irflow.tasks.systems.specs import BM25Spec, parse_system  # noqa: E402
 
 SHARED = Path(os.environ.get("IRFLOW_SHARED_DIR") or ROOT.parent / "shared") / "datasets" / "beir"
 DEPTH = 100

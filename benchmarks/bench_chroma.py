@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the test helper that starts and stops
 import numpy as np  # noqa: E402
 from _chroma import chroma_server  # noqa: E402
 
-from irflow.tasks.atomic import write_json  # noqa: E402
+from irflow.tasks.core.atomic import write_json  # noqa: E402
 
 SHARED = Path(os.environ.get("IRFLOW_SHARED_DIR") or ROOT.parent / "shared") / "datasets" / "beir"
 DEPTH = 100
@@ -82,12 +82,12 @@ def main() -> None:
     args = parser.parse_args()
     os.environ["IRFLOW_CACHE_DIR"] = str(args.cache)
 
-    from irflow.tasks import embed
-    from irflow.tasks.index import build_index
+    from irflow.tasks.embed import encode as embed
+    from irflow.tasks.index.faiss_index import build_index
     from irflow.tasks.ingest import import_dataset, load_dataset
     from irflow.tasks.metrics import evaluate, mean
-    from irflow.tasks.retrieve import retrieve
-    from irflow.tasks.systems import parse_system
+    from irflow.tasks.retrieve.searchers import retrieve
+    from irflow.tasks.systems.specs import parse_system
 
     stored = f"bench-{args.dataset}"
     try:

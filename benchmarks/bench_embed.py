@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 import numpy as np  # noqa: E402
 
-from irflow.tasks import embed_cache, models  # noqa: E402
-from irflow.tasks.atomic import write_json  # noqa: E402
+from irflow.tasks.core.atomic import write_json  # noqa: E402
+from irflow.tasks.embed import cache as embed_cache  # noqa: E402
+from irflow.tasks.embed import models  # noqa: E402
 
 SHARED = Path(os.environ.get("IRFLOW_SHARED_DIR") or ROOT.parent / "shared")
 

@@ -46,11 +46,11 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from irflow.tasks.atomic import write_json  # noqa: E402
+from irflow.tasks.core.atomic import write_json  # noqa: E402
+from irflow.tasks.core.schema import Dataset  # noqa: E402
 from irflow.tasks.metrics import evaluate  # noqa: E402
-from irflow.tasks.retrieve import make_searcher, retrieve  # noqa: E402
-from irflow.tasks.schema import Dataset  # noqa: E402
-from irflow.tasks.systems import parse_system  # noqa: E402
+from irflow.tasks.retrieve.searchers import make_searcher, retrieve  # noqa: E402
+from irflow.tasks.systems.specs import parse_system  # noqa: E402
 
 MEASURES = ["nDCG@10", "nDCG@1000", "R@100", "R@1000", "P@10", "AP@1000"]
 
@@ -141,7 +141,7 @@ def _service_ms(conn: http.client.HTTPConnection) -> list[float]:
 def bench_http(requests: int, repeats: int, hits: int = 100) -> dict[str, object]:
     """Both ``http:`` paths against one service at concurrency 1, interleaved per repeat (see the module
     docstring); the figures are medians over the repeats."""
-    from irflow.tasks.external.http_service import HttpSearcher
+    from irflow.tasks.retrieve.http_service import HttpSearcher
 
     with tempfile.TemporaryDirectory() as tmp:
         answers = {f"query {i}": [[f"d{j}", float(100 - j)] for j in range(hits)] for i in range(requests)}

@@ -104,7 +104,7 @@ def main() -> None:
         print("msmarco", results["msmarco_synthetic"], flush=True)
     out = ROOT / "benchmarks" / "results" / "ingest.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    from irflow.tasks.atomic import write_json
+    from irflow.tasks.core.atomic import write_json
 
     write_json(out, {"python": sys.version.split()[0], "cpus": os.cpu_count(), "results": results})
     print("wrote", out)

@@ -39,9 +39,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("IRFLOW_SHARED_DIR") or ROOT.parent / "shared") / "datasets" / "beir"
 
-from irflow.tasks import latency  # noqa: E402
-from irflow.tasks.atomic import write_json  # noqa: E402
-from irflow.tasks.retrieve import measure_latency  # noqa: E402
+from irflow.tasks.core.atomic import write_json  # noqa: E402
+from irflow.tasks.retrieve import latency  # noqa: E402
+from irflow.tasks.retrieve.searchers import measure_latency  # noqa: E402
 
 
 def bare_bm25(dataset: Any) -> Callable[[str, int], Any]:
@@ -66,8 +66,8 @@ def bare_dense(dataset: Any) -> Callable[[str, int], Any]:
     import faiss
     from sentence_transformers import SentenceTransformer
 
-    from irflow.tasks.embed import document_texts
-    from irflow.tasks.models import resolve_model
+    from irflow.tasks.embed.encode import document_texts
+    from irflow.tasks.embed.models import resolve_model
 
     model = SentenceTransformer(resolve_model("minilm").path, device="cpu")
     vectors = model.encode(document_texts(dataset.corpus), normalize_embeddings=True, convert_to_numpy=True)

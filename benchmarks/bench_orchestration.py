@@ -57,11 +57,13 @@ def plain(dataset: str, systems: list[str], metrics: list[str], latency_runs: in
         times[name] = times.get(name, 0.0) + time.perf_counter() - start
         return value
 
-    from irflow.tasks import report, sharding, tracking
+    from irflow.tasks.embed import sharding
     from irflow.tasks.ingest import load_dataset
     from irflow.tasks.metrics import evaluate, mean, parse_measures
-    from irflow.tasks.retrieve import measure_latency, retrieve
-    from irflow.tasks.systems import as_spec
+    from irflow.tasks.report import write as report
+    from irflow.tasks.retrieve.searchers import measure_latency, retrieve
+    from irflow.tasks.systems.specs import as_spec
+    from irflow.tasks.tracking import log as tracking
 
     specs = [str(as_spec(s)) for s in systems]
     measures = [m.name for m in parse_measures(metrics)]
@@ -217,7 +219,7 @@ def main() -> None:
             irflow_cmd = [
                 sys.executable,
                 "-m",
-                "irflow.flows.cli",
+                "irflow.cli.main",
                 "run",
                 "--dataset",
                 dataset,
@@ -261,7 +263,7 @@ def main() -> None:
             server.wait(timeout=60)
         shutil.rmtree(work, ignore_errors=True)
 
-    from irflow.tasks.atomic import write_json
+    from irflow.tasks.core.atomic import write_json
 
     write_json(
         args.output,

@@ -52,7 +52,7 @@ def rss_mib() -> float:
 
 def write_corpus(folder: Path, n: int, seed: int) -> None:
     """``n`` unit vectors as Parquet parts of PART_ROWS rows, generated part by part (never all in memory)."""
-    from irflow.tasks.embed_cache import part_path, write_part
+    from irflow.tasks.embed.cache import part_path, write_part
 
     rng = np.random.default_rng(seed)
     for chunk, lo in enumerate(range(0, n, PART_ROWS)):
@@ -79,7 +79,7 @@ def queries(seed: int) -> np.ndarray:
 def child(mode: str, folder: Path, out: Path, seed: int) -> None:
     import faiss
 
-    from irflow.tasks import block_search as bs
+    from irflow.tasks.index import blocks as bs
 
     q = queries(seed)
     base = rss_mib()

@@ -40,11 +40,11 @@ import torch  # noqa: E402
 from _scifact import scifact  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
-from irflow.tasks import bm25  # noqa: E402
-from irflow.tasks.atomic import write_json  # noqa: E402
+from irflow.tasks.core.atomic import write_json  # noqa: E402
+from irflow.tasks.embed.models import resolve_model, score_pairs_many  # noqa: E402
+from irflow.tasks.index import bm25  # noqa: E402
 from irflow.tasks.metrics import evaluate, mean, parse_measures  # noqa: E402
-from irflow.tasks.models import resolve_model, score_pairs_many  # noqa: E402
-from irflow.tasks.systems import parse_system  # noqa: E402
+from irflow.tasks.systems.specs import parse_system  # noqa: E402
 
 OPTIONS = {
     "torch-fp32": "",

@@ -71,7 +71,7 @@ def _closed_port() -> int:
 def main() -> None:
     from _stores import read_only_database
 
-    from irflow.tasks.tracking import TrackingError, check_tracking
+    from irflow.tasks.tracking.log import TrackingError, check_tracking
 
     rows = []
     temporary = tempfile.TemporaryDirectory(prefix="irflow-bench-track-")
@@ -100,7 +100,7 @@ def main() -> None:
             check_s = time.perf_counter() - started
             started = time.perf_counter()
             done = subprocess.run(
-                [sys.executable, "-m", "irflow.flows.cli", "run", "--system", "bm25", "--output", str(folder / "out")],
+                [sys.executable, "-m", "irflow.cli.main", "run", "--system", "bm25", "--output", str(folder / "out")],
                 env={**env, "MLFLOW_TRACKING_URI": uri},
                 capture_output=True,
                 text=True,
@@ -126,7 +126,7 @@ def main() -> None:
         "note": "command_s includes interpreter start, imports and the temporary Prefect server's start and stop",
         "cases": rows,
     }
-    from irflow.tasks.atomic import write_json
+    from irflow.tasks.core.atomic import write_json
 
     write_json(ROOT / "benchmarks" / "results" / "tracking_check.json", result)
 

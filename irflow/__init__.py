@@ -5,7 +5,7 @@ per stage (pure functions), ``irflow.datasets`` the BEIR catalog and the demo da
 ``irflow.deployments`` the Prefect deployments. See the README for the command line.
 """
 
-from irflow.tasks.config import irflow_version
+from irflow.tasks.core.config import irflow_version
 
 __version__ = irflow_version()
 __all__ = ["__version__"]

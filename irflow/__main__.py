@@ -1,5 +1,5 @@
 """``python -m irflow``: the ``irflow`` command, for environments whose scripts folder is not on PATH."""
 
-from irflow.flows.cli import entry_point
+from irflow.cli.main import entry_point
 
 entry_point()

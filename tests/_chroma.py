@@ -1,8 +1,8 @@
 """Private test/benchmark helper: a real ``chroma run`` server on 127.0.0.1 (a free port, a
-temporary folder), started through ``irflow.flows.child`` so that it dies with the process that
+temporary folder), started through ``irflow.tasks.core.child`` so that it dies with the process that
 started it even when that process is killed, and stopped by its PID.
 
-``python -m irflow.flows.child PID _chroma run ...`` runs this module as ``__main__``: the
+``python -m irflow.tasks.core.child PID _chroma run ...`` runs this module as ``__main__``: the
 ``chroma`` command itself (its entry point has no ``__main__`` block to run).
 """
 
@@ -46,7 +46,7 @@ def chroma_server(path: Path, port: int | None = None, startup_s: float = STARTU
     args = ["run", "--host", "127.0.0.1", "--port", str(port), "--path", str(path)]
     log = open(path.parent / f"chroma-{port}.log", "wb")  # closed in finally
     proc = subprocess.Popen(
-        [sys.executable, "-m", "irflow.flows.child", str(os.getpid()), "_chroma", *args],
+        [sys.executable, "-m", "irflow.tasks.core.child", str(os.getpid()), "_chroma", *args],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from irflow.tasks.schema import Dataset
+from irflow.tasks.core.schema import Dataset
 
 SHARED_DIR = Path(os.environ.get("IRFLOW_SHARED_DIR") or Path(__file__).resolve().parents[2] / "shared")
 SCIFACT_ZIP = SHARED_DIR / "datasets" / "beir" / "scifact.zip"

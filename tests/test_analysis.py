@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from irflow.tasks import analysis
-from irflow.tasks.schema import InputError
+from irflow.tasks.compare import analysis
+from irflow.tasks.core.schema import InputError
 
 CORPUS = pd.DataFrame(
     {

@@ -20,7 +20,7 @@ from irflow.tasks.annotate.candidates import Texts
 from irflow.tasks.annotate.pairs import cycle_pairs, load_or_make_pairs, make_pairs
 from irflow.tasks.annotate.runner import run_judges
 from irflow.tasks.annotate.store import VoteStore, read_votes
-from irflow.tasks.schema import InputError
+from irflow.tasks.core.schema import InputError
 
 
 def candidates_table(k_per_query: dict[str, int]) -> pd.DataFrame:

@@ -25,7 +25,7 @@ from irflow.tasks.annotate.pairs import make_pairs
 from irflow.tasks.annotate.pipeline import AnnotateConfig, estimate, judge, plan
 from irflow.tasks.annotate.runner import run_judges
 from irflow.tasks.annotate.store import VoteStore, read_votes
-from irflow.tasks.schema import InputError, UnknownNameError
+from irflow.tasks.core.schema import InputError, UnknownNameError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -346,7 +346,7 @@ def test_anchors_calibrate_grades_across_queries(chat, tmp_path: Path) -> None:
     candidate 3; with anchors (other queries' documents battled as fixed points) q1 gets no relevant
     document, while q0's strong candidates keep their grades and no anchor is exported."""
     from irflow.tasks.annotate.pipeline import annotate
-    from irflow.tasks.schema import Dataset
+    from irflow.tasks.core.schema import Dataset
 
     strength = {f"q0d{i}": 1.5 - 0.5 * i for i in range(5)} | {f"q1d{i}": -1.0 for i in range(5)}
     strength |= {f"x{i}": -1.0 for i in range(10)}

@@ -19,9 +19,16 @@ import numpy as np
 import pytest
 from _cli import ROOT, irflow, script_server
 
-from irflow.tasks.api_embed import ApiModel, EmbeddingApiError, count_tokens
-from irflow.tasks.http_client import Call, HttpAuthError, HttpCallError, RateLimiter, RetryPolicy, retry_after_seconds
-from irflow.tasks.systems import parse_system
+from irflow.tasks.core.http_client import (
+    Call,
+    HttpAuthError,
+    HttpCallError,
+    RateLimiter,
+    RetryPolicy,
+    retry_after_seconds,
+)
+from irflow.tasks.embed.api import ApiModel, EmbeddingApiError, count_tokens
+from irflow.tasks.systems.specs import parse_system
 
 KEY = "sk-test-8c1e0b7f-never-print-me"
 MEASURES = ["nDCG@10", "R@100"]
@@ -249,7 +256,7 @@ def test_answers_are_checked_and_normalised(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_api_specs_identity_and_price(monkeypatch: pytest.MonkeyPatch) -> None:
-    from irflow.tasks.embed import model_for
+    from irflow.tasks.embed.encode import model_for
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     spec = parse_system("dense(dimensions=256,rpm=500,concurrency=8):openai:text-embedding-3-small")
@@ -266,8 +273,8 @@ def test_api_specs_identity_and_price(monkeypatch: pytest.MonkeyPatch) -> None:
     assert local.key() is None  # a local server needs no key
     monkeypatch.delenv("OPENAI_BASE_URL")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    from irflow.tasks.core.schema import InputError
     from irflow.tasks.experiment import check_models
-    from irflow.tasks.schema import InputError
 
     with pytest.raises(InputError, match="set the API key in the environment variable OPENAI_API_KEY"):
         check_models(["hybrid:bm25+dense:openai:text-embedding-3-small"])

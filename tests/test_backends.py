@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from irflow.tasks import backends, exports
+from irflow.tasks.core.schema import InputError, UnknownNameError
+from irflow.tasks.embed import backends, exports
+from irflow.tasks.embed.models import BackendUnavailableError, encode, resolve_model, score_pairs_many, with_encoder
 from irflow.tasks.experiment import check_models
-from irflow.tasks.models import BackendUnavailableError, encode, resolve_model, score_pairs_many, with_encoder
-from irflow.tasks.schema import InputError, UnknownNameError
-from irflow.tasks.systems import parse_system
+from irflow.tasks.systems.specs import parse_system
 
 
 @pytest.mark.parametrize(

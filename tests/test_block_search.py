@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from irflow.tasks import block_search as bs
-from irflow.tasks.schema import InputError
+from irflow.tasks.core.schema import InputError
+from irflow.tasks.index import blocks as bs
 
 GRID = 64  # FAISS's BLAS database block, lowered so that small tests cut several blocks
 
@@ -121,7 +121,7 @@ def test_row_ranges_searched_on_dask_workers(tmp_path: Path) -> None:
 
 
 def _write_parts(folder: Path, vectors: np.ndarray, sizes: list[int]) -> list[Path]:
-    from irflow.tasks.embed_cache import part_path, write_part
+    from irflow.tasks.embed.cache import part_path, write_part
 
     bounds = np.cumsum([0, *sizes])
     assert bounds[-1] == len(vectors)
@@ -204,7 +204,7 @@ def test_one_block_held_at_a_time(tmp_path: Path) -> None:
 def test_ivfpq_from_a_sample_and_recall_against_exact(tmp_path: Path) -> None:
     """Recall@k as the share of the exact top-k found, checked by hand and against the index module's
     own recall (no ties here, so both definitions agree); IVF-PQ trained on a sample, filled in blocks."""
-    from irflow.tasks.index import recall_against_exact
+    from irflow.tasks.index.faiss_index import recall_against_exact
 
     exact = np.array([[1, 2, 3, 4], [5, 6, 7, 8]])
     found = np.array([[4, 9, 1, -1], [8, 7, 6, 5]])
@@ -238,11 +238,11 @@ def test_dense_blocks_option_in_a_real_evaluation_equals_flat(monkeypatch: pytes
     """``dense(index=blocks,block_size=100)`` on the demo dataset with the real MiniLM, streamed from the
     embedding cache's parts (the corpus matrix is never assembled): the flat index's run and metrics,
     searched in blocks of 128 rows."""
-    from irflow.tasks import embed
+    from irflow.tasks.embed import encode as embed
     from irflow.tasks.ingest import load_dataset
     from irflow.tasks.metrics import evaluate, mean
-    from irflow.tasks.retrieve import retrieve
-    from irflow.tasks.systems import parse_system
+    from irflow.tasks.retrieve.searchers import retrieve
+    from irflow.tasks.systems.specs import parse_system
 
     spec = parse_system("dense(max_seq_length=64,index=blocks,block_size=100):minilm")
     assert str(spec) == "dense(max_seq_length=64,index=blocks,block_size=100):sentence-transformers/all-MiniLM-L6-v2"

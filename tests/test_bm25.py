@@ -7,12 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from irflow.tasks import bm25
-from irflow.tasks.config import cache_dir
-from irflow.tasks.retrieve import fuse_rrf, measure_latency, retrieve
-from irflow.tasks.runs import order_run
-from irflow.tasks.schema import Dataset, InputError
-from irflow.tasks.systems import BM25Spec, parse_system
+from irflow.tasks.core.config import cache_dir
+from irflow.tasks.core.runs import order_run
+from irflow.tasks.core.schema import Dataset, InputError
+from irflow.tasks.index import bm25
+from irflow.tasks.retrieve.searchers import fuse_rrf, measure_latency, retrieve
+from irflow.tasks.systems.specs import BM25Spec, parse_system
 
 
 def ndcg_at_10(dataset: Dataset, run: pd.DataFrame) -> float:
@@ -212,7 +212,7 @@ def test_ignore_identical_ids_keeps_depth() -> None:
 
 def fake_dense(monkeypatch: pytest.MonkeyPatch, rows: list[tuple[str, str, float]]) -> list[int]:
     """Replace tasks.embed.dense_search by a fixed run; returns the depths it was asked for."""
-    from irflow.tasks import embed
+    from irflow.tasks.embed import encode as embed
 
     asked: list[int] = []
 
@@ -246,7 +246,7 @@ def test_retrieve_hybrid_is_rrf_of_members(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_retrieve_rerank_rescores_top_n(monkeypatch: pytest.MonkeyPatch) -> None:
-    from irflow.tasks import models
+    from irflow.tasks.embed import models
 
     calls: list[tuple[str, list]] = []
 
@@ -285,7 +285,7 @@ def test_measure_latency_bm25() -> None:
 
 def test_the_latency_path_ranks_as_the_run_does() -> None:
     """``query`` (what latency times: tokenisation + bm25s) gives the run's documents and scores."""
-    from irflow.tasks import bm25
+    from irflow.tasks.index import bm25
 
     dataset = tiny_dataset()
     index = bm25.load_index(dataset, "bm25")
@@ -299,7 +299,7 @@ def test_the_latency_path_ranks_as_the_run_does() -> None:
 
 
 def test_latency_spread_over_repeats_and_bootstrap() -> None:
-    from irflow.tasks.latency import spread
+    from irflow.tasks.retrieve.latency import spread
 
     fast, slow = [0.001 * (i + 1) for i in range(100)], [0.002 * (i + 1) for i in range(100)]
     out = spread([fast, slow, fast])
@@ -314,7 +314,7 @@ def test_latency_spread_over_repeats_and_bootstrap() -> None:
 def test_pinned_threads_limits_and_restores() -> None:
     import faiss
 
-    from irflow.tasks.latency import pinned_threads
+    from irflow.tasks.retrieve.latency import pinned_threads
 
     before = faiss.omp_get_max_threads()
     with pinned_threads(1):
@@ -333,7 +333,7 @@ def test_retrieve_validates_depth_and_spec() -> None:
 @pytest.mark.parametrize("system", ["bm25", "hybrid:bm25+bm25:k1=1.2,b=0.75", "hybrid(weights=2:1,k=10):bm25+bm25:b=1"])
 def test_the_latency_ranking_is_the_run(system: str) -> None:
     """What latency times for BM25 and hybrids (``Searcher.ranking``, no tables) ranks as ``retrieve`` does."""
-    from irflow.tasks.retrieve import make_searcher
+    from irflow.tasks.retrieve.searchers import make_searcher
 
     dataset = tiny_dataset()
     run = retrieve(dataset, system, depth=5).run

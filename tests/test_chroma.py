@@ -21,11 +21,11 @@ import pandas as pd
 import pytest
 from _chroma import chroma_server, free_port
 
-from irflow.tasks import vectordb
-from irflow.tasks.index import build_index, exact_search
-from irflow.tasks.runs import order_run
-from irflow.tasks.schema import InputError
-from irflow.tasks.vectordb import ChromaError
+from irflow.tasks.core.runs import order_run
+from irflow.tasks.core.schema import InputError
+from irflow.tasks.index import chroma as vectordb
+from irflow.tasks.index.chroma import ChromaError
+from irflow.tasks.index.faiss_index import build_index, exact_search
 
 try:
     import chromadb
@@ -67,7 +67,7 @@ def _lsa(dataset, dim: int = 128) -> tuple[np.ndarray, np.ndarray]:
     import scipy.sparse as sp
     from scipy.sparse.linalg import svds
 
-    from irflow.tasks.embed import document_texts
+    from irflow.tasks.embed.encode import document_texts
 
     word = re.compile(r"[a-z0-9]+")
     vocab: dict[str, int] = {}
@@ -160,8 +160,8 @@ def test_dense_chroma_system_through_retrieve(client):
     from _scifact import scifact
 
     from irflow.tasks.metrics import evaluate, mean
-    from irflow.tasks.retrieve import measure_latency, retrieve
-    from irflow.tasks.tracking_params import system_params
+    from irflow.tasks.retrieve.searchers import measure_latency, retrieve
+    from irflow.tasks.tracking.params import system_params
 
     dataset = scifact(200)  # encoded once (the embedding cache is shared by both systems), 64 tokens: seconds
     system = "dense(max_seq_length=64,index=chroma,M=24,efSearch=64):minilm"
@@ -189,7 +189,7 @@ def test_dense_chroma_system_through_retrieve(client):
 def test_minilm_on_full_scifact_chroma_within_0005_of_exact(beir_dataset, client):
     """The done-when with a real model: all of SciFact (5,183 documents; a full encode, minutes)."""
     from irflow.tasks.metrics import evaluate, mean
-    from irflow.tasks.retrieve import retrieve
+    from irflow.tasks.retrieve.searchers import retrieve
 
     dataset = beir_dataset("scifact")
     flat, chroma = (retrieve(dataset, s) for s in ("dense:minilm", "dense(index=chroma):minilm"))
@@ -245,7 +245,7 @@ def test_a_killed_runs_collection_is_swept_by_the_next_run_and_others_are_kept(c
     script = textwrap.dedent(
         """
         import sys, numpy as np
-        from irflow.tasks.index import build_index
+        from irflow.tasks.index.faiss_index import build_index
         index = build_index(np.eye(4, dtype=np.float32), "chroma")
         print(index.name, flush=True)
         sys.stdin.read()
@@ -279,7 +279,7 @@ def test_a_killed_runs_collection_is_swept_by_the_next_run_and_others_are_kept(c
 
 
 def test_the_test_server_dies_with_a_killed_test_process(tmp_path):
-    """``chroma_server`` runs ``chroma run`` through irflow.flows.child: SIGKILL the process that
+    """``chroma_server`` runs ``chroma run`` through irflow.tasks.core.child: SIGKILL the process that
     started it (no ``finally`` runs) and the server still goes away."""
     from _chroma import _answers
 

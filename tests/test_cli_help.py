@@ -13,7 +13,7 @@ HEAVY = ("pandas", "numpy", "torch", "sentence_transformers", "mlflow", "prefect
 # included, found by walking the parser), as `irflow ... --help` does, then report what got imported.
 _SCRIPT = """
 import argparse, contextlib, io, json, sys
-from irflow.flows.cli import build_parser, main
+from irflow.cli.main import build_parser, main
 
 def commands(parser, prefix=()):
     yield prefix

@@ -12,11 +12,11 @@ import pytest
 from scipy import stats
 
 from irflow.tasks import ingest
+from irflow.tasks.core.runs import order_run
+from irflow.tasks.core.schema import InputError
 from irflow.tasks.ingest.clicks import click_judgements, fit_pbm, read_click_log
 from irflow.tasks.metrics import evaluate, mean
-from irflow.tasks.retrieve import retrieve
-from irflow.tasks.runs import order_run
-from irflow.tasks.schema import InputError
+from irflow.tasks.retrieve.searchers import retrieve
 
 EXAMINATION = 1.0 / np.arange(1, 11) ** 0.9  # θ_k: users look less far down
 ATTRACTIVENESS = {0: 0.04, 1: 0.2, 2: 0.45, 3: 0.85}  # γ by true grade

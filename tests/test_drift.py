@@ -15,9 +15,9 @@ from _cli import irflow
 from _scifact import SCIFACT_ZIP, require_scifact
 
 from irflow.tasks import ingest
-from irflow.tasks.drift import drift, mmd_permutation_test, read_queries
-from irflow.tasks.models import encode, resolve_model
-from irflow.tasks.schema import InputError
+from irflow.tasks.core.schema import InputError
+from irflow.tasks.embed.models import encode, resolve_model
+from irflow.tasks.evalsets.drift import drift, mmd_permutation_test, read_queries
 
 
 def embed(texts: list[str]) -> np.ndarray:

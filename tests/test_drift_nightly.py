@@ -16,9 +16,9 @@ import pytest
 from _cli import irflow
 
 from irflow.tasks import ingest
-from irflow.tasks.drift import DriftCheck
+from irflow.tasks.core.schema import InputError, UnknownNameError
+from irflow.tasks.evalsets.drift import DriftCheck
 from irflow.tasks.experiment import load_experiment, validate_experiment
-from irflow.tasks.schema import InputError, UnknownNameError
 
 FOODS = ["lasagna", "risotto", "banana bread", "ramen", "paella", "chili", "pancakes", "curry"]
 WAYS = ["how long to bake {}", "best wine with {}", "vegan {} recipe", "can I freeze {}", "{} for ten guests"]

@@ -18,9 +18,11 @@ import numpy as np
 import pytest
 from _scifact import scifact
 
-from irflow.tasks import embed, embed_cache, models
-from irflow.tasks.schema import Dataset, UnknownNameError
-from irflow.tasks.systems import DenseSpec
+from irflow.tasks.core.schema import Dataset, UnknownNameError
+from irflow.tasks.embed import cache as embed_cache
+from irflow.tasks.embed import encode as embed
+from irflow.tasks.embed import models
+from irflow.tasks.systems.specs import DenseSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 SEQ = 128  # short sequences: the tests check caching, not quality
@@ -64,7 +66,8 @@ def _copy_model(src: str, dst: Path) -> Path:
 
 def test_import_is_lazy():
     code = (
-        "import sys, irflow.tasks.embed, irflow.tasks.embed_cache, irflow.tasks.models, irflow.tasks.index; "
+        "import sys, irflow.tasks.embed.encode, irflow.tasks.embed.cache, irflow.tasks.embed.models, "
+        "irflow.tasks.index.faiss_index; "
         "print(sorted(m for m in "
         "('torch', 'sentence_transformers', 'faiss', 'transformers') if m in sys.modules))"
     )
@@ -124,8 +127,8 @@ def test_hugging_face_names_resolve_from_the_hub_cache(minilm, tmp_path):
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(commit)
     code = textwrap.dedent("""
-        from irflow.tasks import models
-        from irflow.tasks.schema import DownloadError
+        from irflow.tasks.embed import models
+        from irflow.tasks.core.schema import DownloadError
         m = models.resolve_model("irflow-test/tiny")
         print(m.name, m.revision, m.identity, sep="\\n")
         try:
@@ -181,7 +184,8 @@ def test_killed_encode_resumes_from_finished_chunks(docs, minilm, reference, tmp
     texts_file.write_text(json.dumps(docs))
     script = textwrap.dedent(f"""
         import json, os, signal
-        from irflow.tasks import embed_cache, models
+        from irflow.tasks.embed import cache as embed_cache
+        from irflow.tasks.embed import models
         ids, texts = json.load(open({str(texts_file)!r}))
         def die(chunk):
             os.kill(os.getpid(), signal.SIGKILL)

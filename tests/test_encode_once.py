@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from irflow.tasks import embed_cache, progress
+from irflow.tasks.core import progress
+from irflow.tasks.embed import cache as embed_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,7 +29,7 @@ WORKER = textwrap.dedent("""
     import hashlib, json, os, sys, time
     from pathlib import Path
     import numpy as np
-    from irflow.tasks import embed_cache
+    from irflow.tasks.embed import cache as embed_cache
 
     calls, out, wait_for = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 

@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 from _cli import ROOT, irflow, script_server
 
-from irflow.tasks.external.http_options import normalize, resolve
+from irflow.tasks.core.runs import write_trec
+from irflow.tasks.core.schema import Dataset, InputError, UnknownNameError
 from irflow.tasks.metrics import evaluate
-from irflow.tasks.retrieve import measure_latency, retrieve
-from irflow.tasks.runs import write_trec
-from irflow.tasks.schema import Dataset, InputError, UnknownNameError
-from irflow.tasks.systems import parse_system
+from irflow.tasks.retrieve.searchers import measure_latency, retrieve
+from irflow.tasks.systems.http_options import normalize, resolve
+from irflow.tasks.systems.specs import parse_system
 
 TOKEN = "tok-5f1d2c9a-never-print-me"
 MEASURES = ["nDCG@10", "R@100", "P@10", "AP@100"]
@@ -77,7 +77,7 @@ def test_a_service_gives_the_metrics_of_the_run_it_serves(served, tmp_path: Path
         assert one_by_one.run.equals(result.run)  # concurrency 1: requests in turn, the same table
         assert TOKEN not in json.dumps(result.info) and result.info["http_auth_env"] == "SEARCH_TOKEN"
 
-        from irflow.tasks.retrieve import make_searcher
+        from irflow.tasks.retrieve.searchers import make_searcher
 
         online = make_searcher(dataset, parse_system(f"http(auth_env=SEARCH_TOKEN):{url}/search"), online=True)
         for i in range(0, len(dataset.queries), 9):  # one query at a time (the latency path) ranks as the batch
@@ -118,7 +118,7 @@ def test_answers_of_any_shape_read_as_the_checked_path_reads_them() -> None:
     """The quick read of the common shape and the hit-by-hit read agree, and a bad hit is named either way."""
     from test_bm25 import tiny_dataset
 
-    from irflow.tasks.external.http_service import HttpSearcher, ServiceError
+    from irflow.tasks.retrieve.http_service import HttpSearcher, ServiceError
 
     def searcher(options: str = "") -> HttpSearcher:
         return HttpSearcher(tiny_dataset(), parse_system(f"http{options}:http://127.0.0.1:9/never-called"))  # type: ignore[arg-type]

@@ -20,11 +20,11 @@ from _cli import ROOT
 from test_bm25 import tiny_dataset
 from test_external_runs import MEASURES, pytrec_per_query
 
-from irflow.tasks.external.specs import PluginSpec
+from irflow.tasks.core.schema import Dataset, InputError, UnknownNameError
 from irflow.tasks.metrics import evaluate
-from irflow.tasks.retrieve import measure_latency, retrieve
-from irflow.tasks.schema import Dataset, InputError, UnknownNameError
-from irflow.tasks.systems import parse_system
+from irflow.tasks.retrieve.searchers import measure_latency, retrieve
+from irflow.tasks.systems.external import PluginSpec
+from irflow.tasks.systems.specs import parse_system
 
 HERE = "test_external_python"
 
@@ -109,7 +109,7 @@ def test_options_reach_the_callable_typed(techdocs: Dataset) -> None:
     assert isinstance(spec, PluginSpec) and spec.kwargs == {"b": 0.5, "k1": 2, "label": "two words", "lowercase": False}
     assert str(spec) == f'python(b=0.5,k1=2,label="two words",lowercase=false):{HERE}:Bm25s'
     assert parse_system(str(spec)) == spec
-    from irflow.tasks.external.python_system import PluginSearcher
+    from irflow.tasks.retrieve.python_system import PluginSearcher
 
     searcher = PluginSearcher(techdocs, spec)
     assert (searcher.retriever.k1, searcher.retriever.b, searcher.retriever.label) == (2, 0.5, "two words")
@@ -228,7 +228,7 @@ def test_an_entry_point_kind_works_like_a_built_in_one(tmp_path: Path, monkeypat
     with pytest.raises(InputError, match="system kind 'broken': cannot load its entry point 'no_such_module_y:f'"):
         retrieve(tiny_dataset(), "broken:x")
 
-    from irflow.tasks.tracking_params import system_params
+    from irflow.tasks.tracking.params import system_params
 
     params = system_params(str(spec), result.info)
     assert params["system.kind"] == "fixed" and params["plugin.target"] == "anything"
@@ -246,7 +246,7 @@ def test_an_entry_point_kind_in_a_fresh_process(tmp_path: Path) -> None:
         "PREFECT_HOME": str(tmp_path / "prefect"),
     }
     code = (
-        "from irflow.tasks.retrieve import retrieve; from test_bm25 import tiny_dataset; "
+        "from irflow.tasks.retrieve.searchers import retrieve; from test_bm25 import tiny_dataset; "
         f"print(retrieve(tiny_dataset(), {f'fixed(answers={value}):x'!r}).run['doc_id'].tolist())"
     )
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)

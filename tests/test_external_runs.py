@@ -20,11 +20,11 @@ import pytest
 from _cli import irflow
 from test_bm25 import tiny_dataset
 
-from irflow.tasks.external.specs import RunSpec
+from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.metrics import evaluate
-from irflow.tasks.retrieve import measure_latency, retrieval_costs, retrieve
-from irflow.tasks.schema import Dataset, InputError
-from irflow.tasks.systems import parse_system
+from irflow.tasks.retrieve.searchers import measure_latency, retrieval_costs, retrieve
+from irflow.tasks.systems.external import RunSpec
+from irflow.tasks.systems.specs import parse_system
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 MEASURES = {"nDCG@10": "ndcg_cut_10", "R@100": "recall_100", "P@10": "P_10", "AP@100": "map_cut_100"}
@@ -217,7 +217,7 @@ def test_bad_run_files_fail_naming_file_line_or_field(tmp_path: Path, name: str,
 
 def test_json_runs_with_colons_in_ids_read_like_any_other(tmp_path: Path) -> None:
     """Ids containing ':' make the quick repeated-key check inconclusive: the file is read key by key, same table."""
-    from irflow.tasks.external.runfile import read_run
+    from irflow.tasks.retrieve.runfile import read_run
 
     path = tmp_path / "run.json"
     path.write_text('{"q:1": {"d:1": 2, "d2": 1.5}, "q2": {"d:1": 3, "d3": 1e-3}}')

@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 from _cli import ROOT, script_server
 
-from irflow.tasks.external.http_options import fill, normalize, resolve
-from irflow.tasks.external.http_service import ServiceError
+from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.metrics import evaluate
-from irflow.tasks.retrieve import measure_latency, retrieve
-from irflow.tasks.schema import Dataset, InputError
-from irflow.tasks.systems import parse_system
+from irflow.tasks.retrieve.http_service import ServiceError
+from irflow.tasks.retrieve.searchers import measure_latency, retrieve
+from irflow.tasks.systems.http_options import fill, normalize, resolve
+from irflow.tasks.systems.specs import parse_system
 
 TOKEN = "vdb-7c1e4a-never-print-me"
 MEASURES = ["nDCG@10", "R@100", "P@10", "AP@100"]
@@ -34,9 +34,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[Dataset, pd.DataFr
     cache = folder / "cache"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("IRFLOW_CACHE_DIR", str(cache))
-        from irflow.tasks.embed import embed_queries
+        from irflow.tasks.embed.encode import embed_queries
         from irflow.tasks.ingest import load_dataset
-        from irflow.tasks.systems import DenseSpec
+        from irflow.tasks.systems.specs import DenseSpec
 
         dataset = load_dataset("techdocs")
         run = retrieve(dataset, "bm25", depth=100).run

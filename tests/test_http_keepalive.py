@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from irflow.tasks.http_client import Call, HttpCallError, KeepAliveClient, RetryPolicy, keep_alive_usable
+from irflow.tasks.core.http_client import Call, HttpCallError, KeepAliveClient, RetryPolicy, keep_alive_usable
 
 
 class Handler(http.server.BaseHTTPRequestHandler):

@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 from _scifact import scifact
 
-from irflow.tasks import embed, embed_cache, models
-from irflow.tasks.index import build_index, resolve_params
-from irflow.tasks.schema import InputError, UnknownNameError
+from irflow.tasks.core.schema import InputError, UnknownNameError
+from irflow.tasks.embed import cache as embed_cache
+from irflow.tasks.embed import encode as embed
+from irflow.tasks.embed import models
+from irflow.tasks.index.faiss_index import build_index, resolve_params
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from irflow.tasks.index import build_index, measure_recall, recall_against_exact
+from irflow.tasks.index.faiss_index import build_index, measure_recall, recall_against_exact
 
 
 def _unit(n: int, d: int, seed: int) -> np.ndarray:
@@ -60,7 +60,7 @@ def test_faiss_hnsw_tracks_recall_on_its_first_search_and_flat_does_not():
 
 def test_a_systems_index_recall_is_its_worst_approximate_index() -> None:
     """What metrics.json's cost and the report show: the lowest recall of any index inside the system."""
-    from irflow.tasks.retrieve import index_recall
+    from irflow.tasks.retrieve.searchers import index_recall
 
     hybrid = {
         "system": "hybrid",

@@ -14,9 +14,9 @@ import pytest
 from _toy import DOCS, QRELS, QUERIES, write_beir
 
 from irflow.tasks import ingest
-from irflow.tasks.atomic import is_temp_name
+from irflow.tasks.core.atomic import is_temp_name
+from irflow.tasks.core.schema import DownloadError, InputError, UnknownNameError
 from irflow.tasks.ingest import beir, store
-from irflow.tasks.schema import DownloadError, InputError, UnknownNameError
 
 
 def imported(*args, **kwargs):

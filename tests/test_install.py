@@ -54,9 +54,9 @@ def test_wheel_holds_only_the_irflow_package_and_its_data(wheel: Path) -> None:
     tops = {name.split("/", 1)[0] for name in names}
     assert tops == {"irflow", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}
     assert DATA <= names, f"missing package data: {sorted(DATA - names)}"
-    assert {"irflow/flows/cli.py", "irflow/tasks/config.py", "irflow/deployments/serve.py"} <= names
+    assert {"irflow/cli/main.py", "irflow/tasks/core/config.py", "irflow/deployments/serve.py"} <= names
     entry_points = zipfile.ZipFile(wheel).read(f"{sorted(tops - {'irflow'})[0]}/entry_points.txt").decode()
-    assert "irflow = irflow.flows.cli:entry_point" in entry_points
+    assert "irflow = irflow.cli:entry_point" in entry_points
 
 
 def test_installed_wheel_runs_the_demo_from_a_folder_that_shadows_generic_names(wheel: Path, tmp_path: Path) -> None:
@@ -96,7 +96,7 @@ def test_installed_wheel_runs_the_demo_from_a_folder_that_shadows_generic_names(
 
 def test_the_nightly_experiment_ships_with_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from irflow.flows.suite import DEFAULT_NIGHTLY_CONFIG, resolve_experiment
-    from irflow.tasks.schema import InputError
+    from irflow.tasks.core.schema import InputError
 
     monkeypatch.chdir(hostile_folder(tmp_path))  # no deployments/nightly.yaml here: the packaged one is used
     assert resolve_experiment(None, DEFAULT_NIGHTLY_CONFIG).name == "nightly"

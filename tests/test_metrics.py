@@ -18,6 +18,7 @@ import pytest
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
+from irflow.tasks.core.schema import InputError, UnknownNameError  # noqa: E402
 from irflow.tasks.metrics import (  # noqa: E402
     Measure,
     evaluate,
@@ -26,7 +27,6 @@ from irflow.tasks.metrics import (  # noqa: E402
     parse_measure,
     parse_measures,
 )
-from irflow.tasks.schema import InputError, UnknownNameError  # noqa: E402
 
 TOL = 1e-9
 
@@ -424,7 +424,7 @@ def dense_subset(dataset, n_queries: int = 40, n_judged: int = 250, n_distractor
 @pytest.mark.parametrize("system", ["bm25", "dense:minilm"])
 def test_real_irflow_runs_match_pytrec_eval(beir_dataset, name, system):
     """irflow's own BM25 (full corpus) and dense runs (a real subset) against pytrec_eval, every measure."""
-    from irflow.tasks.retrieve import retrieve
+    from irflow.tasks.retrieve.searchers import retrieve
 
     dataset = beir_dataset(name)
     if system.startswith("dense"):

@@ -19,8 +19,8 @@ import pytest
 from _cli import irflow
 from _scifact import SCIFACT_ZIP, require_scifact
 
-from irflow.tasks.runs import read_trec
-from irflow.tasks.systems import as_spec
+from irflow.tasks.core.runs import read_trec
+from irflow.tasks.systems.specs import as_spec
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 SYSTEMS = ["bm25", "dense:sentence-transformers/all-MiniLM-L6-v2"]

@@ -45,7 +45,7 @@ def _wait_for(what: str, check, timeout: float) -> object:  # type: ignore[no-un
 def test_a_stopped_run_leaves_no_prefect_server(stop: signal.Signals, tmp_path: Path) -> None:
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
     env.pop("PREFECT_API_URL", None)
-    command = [sys.executable, "-c", "from irflow.flows.cli import entry_point; entry_point()"]
+    command = [sys.executable, "-c", "from irflow.cli.main import entry_point; entry_point()"]
     run = subprocess.Popen(
         [*command, "run", "--system", "bm25", "--latency-runs", "0", "--output", str(tmp_path / "out")],
         env=env,

@@ -15,9 +15,9 @@ import pytest
 from _cli import irflow
 
 from irflow.tasks import ingest
+from irflow.tasks.core.schema import InputError
+from irflow.tasks.evalsets.pool import cohen_kappa, krippendorff_alpha, read_sheet
 from irflow.tasks.metrics import evaluate, mean
-from irflow.tasks.pool import cohen_kappa, krippendorff_alpha, read_sheet
-from irflow.tasks.schema import InputError
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -77,7 +77,7 @@ def test_pool_fill_import_and_evaluate_like_trec_eval(tmp_path: Path) -> None:
     assert len(merged.qrels) == len(partial.qrels) + filled
     assert merged.manifest["source"]["sheet"] == {"judged": filled, "overridden": 0}
 
-    from irflow.tasks.retrieve import retrieve
+    from irflow.tasks.retrieve.searchers import retrieve
 
     run = retrieve(merged, "bm25", depth=100).run
     measures = ["Judged@10", "Bpref", "nDCG(judged_only=True)@10"]
@@ -168,7 +168,7 @@ def test_agreement_command_on_two_filled_sheets_matches_a_hand_computation(tmp_p
     assert lines[0] == "11 units judged, 10 by every judge"
     printed = {line.rsplit(" ", 1)[0].strip(): float(line.rsplit(" ", 1)[1]) for line in lines[1:]}
     assert printed == {label: round(value, 3) for label, value in expected.items()}  # 0.595 0.862 0.612 0.865 0.869
-    from irflow.tasks.pool import agreement_table
+    from irflow.tasks.evalsets.pool import agreement_table
 
     table = agreement_table([tmp_path / "a.tsv", tmp_path / "b.tsv"])
     a, b = table["judge1"], table["judge2"]

@@ -16,7 +16,9 @@ import pytest
 from _cli import irflow
 from scipy import stats
 
-from irflow.tasks import analysis, ingest
+from irflow.tasks import ingest
+from irflow.tasks.compare import analysis
+from irflow.tasks.core.schema import InputError
 from irflow.tasks.ingest.querylog import (
     Sampling,
     allocate,
@@ -29,7 +31,6 @@ from irflow.tasks.ingest.querylog import (
     read_query_log,
     sample_queries,
 )
-from irflow.tasks.schema import InputError
 
 
 def population(counts: dict[str, int], category: dict[str, str] | None = None) -> pd.DataFrame:

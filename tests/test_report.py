@@ -15,9 +15,11 @@ from unittest import mock
 import pandas as pd
 import pytest
 
-from irflow.tasks import plots
+from irflow.tasks.compare.significance import compare_systems
+from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.metrics import evaluate, mean
-from irflow.tasks.report import (
+from irflow.tasks.report import plots
+from irflow.tasks.report.write import (
     SystemEvaluation,
     check_same_dataset,
     combine_results,
@@ -25,9 +27,7 @@ from irflow.tasks.report import (
     rebuild_report,
     write_outputs,
 )
-from irflow.tasks.retrieve import measure_latency, retrieve
-from irflow.tasks.schema import Dataset, InputError
-from irflow.tasks.significance import compare_systems
+from irflow.tasks.retrieve.searchers import measure_latency, retrieve
 
 MEASURES = ["nDCG@10", "nDCG@100", "R@10", "R@100", "P@10", "RR@10"]
 DENSE = "dense:sentence-transformers/all-MiniLM-L6-v2"
@@ -144,7 +144,7 @@ def test_rebuild_from_stored_files_gives_the_same_report(
 def test_report_command_rebuilds_a_result_folder(
     techdocs: tuple[Dataset, list[SystemEvaluation], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from irflow.flows.cli import main
+    from irflow.cli.main import main
 
     copy = tmp_path / "run"
     shutil.copytree(techdocs[2], copy)

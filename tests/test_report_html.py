@@ -23,10 +23,10 @@ from unittest import mock
 import pytest
 from _stores import mlflow_server
 
+from irflow.tasks.core.schema import Dataset
 from irflow.tasks.metrics import evaluate, mean
-from irflow.tasks.report import SystemEvaluation, write_outputs
-from irflow.tasks.retrieve import retrieve
-from irflow.tasks.schema import Dataset
+from irflow.tasks.report.write import SystemEvaluation, write_outputs
+from irflow.tasks.retrieve.searchers import retrieve
 
 CHROMIUM = Path(os.environ.get("IRFLOW_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
@@ -233,7 +233,7 @@ def test_the_mlflow_run_list_shows_the_headline_and_report_html(
     column configured; its report.html is an artifact the UI's viewer shows."""
     sync_api = require_browser()
     from irflow.flows.evaluate import evaluate_flow
-    from irflow.tasks.tracking_view import VIEW_NAME, VIEW_TAG, read_view
+    from irflow.tasks.tracking.view import VIEW_NAME, VIEW_TAG, read_view
 
     folder, out = shots(tmp_path), tmp_path / "out"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_url)
@@ -308,7 +308,7 @@ def test_report_html_without_the_dataset_keeps_ids_and_numbers(demo: tuple[Datas
     """A report rebuilt without its dataset has no segments, texts or grades, but every query's values."""
     import shutil
 
-    from irflow.tasks.report import rebuild_report
+    from irflow.tasks.report.write import rebuild_report
 
     dataset, out = demo
     folder = tmp_path / "copy"

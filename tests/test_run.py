@@ -13,9 +13,9 @@ import pytest
 from _cli import irflow
 from _stores import read_only_database
 
-from irflow.tasks.output_folder import check_output, publish
-from irflow.tasks.runs import read_trec
-from irflow.tasks.tracking import redact
+from irflow.tasks.core.output_folder import check_output, publish
+from irflow.tasks.core.runs import read_trec
+from irflow.tasks.tracking.log import redact
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -89,7 +89,7 @@ def test_run_writes_results_that_trec_eval_confirms(env: dict[str, str], tmp_pat
     runs = sorted((out / "runs").glob("*.trec"))
     assert len(runs) == 2
     for system in systems:
-        from irflow.tasks.systems import as_spec
+        from irflow.tasks.systems.specs import as_spec
 
         run = read_trec(out / "runs" / f"{as_spec(system).slug}.trec")
         as_dict: dict[str, dict[str, float]] = {}

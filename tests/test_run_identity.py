@@ -13,8 +13,8 @@ from urllib.parse import unquote
 
 import pytest
 
-from irflow.tasks import run_identity
-from irflow.tasks.schema import InputError
+from irflow.tasks.core import run_identity
+from irflow.tasks.core.schema import InputError
 
 WHEN = dt.datetime(2026, 11, 24, 7, 8, 12, tzinfo=dt.UTC)
 
@@ -60,7 +60,7 @@ def _irflow(cwd: Path, *args: str, systems: tuple[str, ...] = ("--system", "bm25
         "MLFLOW_TRACKING_URI": f"sqlite:///{cwd / 'mlflow.db'}",
         "HF_HUB_OFFLINE": "1",
     }
-    command = [sys.executable, "-m", "irflow.flows.cli", "run", *systems, "--latency-runs", "0", *args]
+    command = [sys.executable, "-m", "irflow.cli.main", "run", *systems, "--latency-runs", "0", *args]
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -74,7 +74,7 @@ def test_two_runs_keep_both_folders_and_name_their_runs(
     import mlflow
     import pandas as pd
 
-    from irflow.flows.cli import main
+    from irflow.cli.main import main
 
     done = [_irflow(tmp_path), _irflow(tmp_path, systems=BM25_VARIANTS)]
     assert [d.returncode for d in done] == [0, 0], done[0].stderr[-3000:] + done[1].stderr[-3000:]

@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from irflow.tasks.retrieve import apply_rerank, fuse_rrf
-from irflow.tasks.runs import (
+from irflow.tasks.core.runs import (
     MAX_DEPTH,
     drop_identical_ids,
     order_run,
@@ -17,7 +16,8 @@ from irflow.tasks.runs import (
     validate_depth,
     write_trec,
 )
-from irflow.tasks.schema import InputError
+from irflow.tasks.core.schema import InputError
+from irflow.tasks.retrieve.searchers import apply_rerank, fuse_rrf
 
 
 def run_of(rows: list[tuple[str, str, float]]) -> pd.DataFrame:

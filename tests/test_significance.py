@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from irflow.tasks.schema import InputError, UnknownNameError
-from irflow.tasks.significance import (
+from irflow.tasks.compare.significance import (
     COMPARISON_COLUMNS,
     bootstrap_ci,
     compare,
@@ -20,6 +19,7 @@ from irflow.tasks.significance import (
     effect_size,
     randomization_test,
 )
+from irflow.tasks.core.schema import InputError, UnknownNameError
 
 
 def series(values: np.ndarray | list[float], prefix: str = "q") -> pd.Series:
@@ -131,7 +131,7 @@ def test_bca_equals_scipy_on_the_same_resamples() -> None:
     """The BCa core (without the small-sample expansion) is scipy's BCa: same resamples, same interval."""
     from scipy import special
 
-    from irflow.tasks.significance import _bca
+    from irflow.tasks.compare.significance import _bca
 
     d = np.random.default_rng(3).exponential(1.0, 25) - 0.8
     means = d[np.random.default_rng(7).integers(0, d.size, size=(5000, d.size))].mean(axis=1)

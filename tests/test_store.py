@@ -20,10 +20,11 @@ import pandas as pd
 import pytest
 from _toy import DOCS, QRELS, QUERIES, ingest_rounds, snapshot, write_beir
 
-from irflow.flows.cli import main
-from irflow.tasks import atomic, ingest
+from irflow.cli.main import main
+from irflow.tasks import ingest
+from irflow.tasks.core import atomic
+from irflow.tasks.core.schema import DownloadError, InputError
 from irflow.tasks.ingest import beir, store
-from irflow.tasks.schema import DownloadError, InputError
 
 
 def cache() -> Path:
@@ -394,7 +395,7 @@ def test_readers_never_see_a_half_replaced_dataset(tmp_path: Path) -> None:
 
 def test_four_cli_processes_at_once(tmp_path: Path) -> None:
     env = {**os.environ, "IRFLOW_CACHE_DIR": str(tmp_path / "fresh")}
-    cmd = [sys.executable, "-m", "irflow.flows.cli", "datasets", "info", "techdocs", "--json"]
+    cmd = [sys.executable, "-m", "irflow.cli.main", "datasets", "info", "techdocs", "--json"]
     procs = [
         subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)
     ]

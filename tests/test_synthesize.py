@@ -13,9 +13,9 @@ import pytest
 from _cli import ROOT, irflow, script_server
 
 from irflow.tasks import ingest
-from irflow.tasks.schema import InputError
-from irflow.tasks.synthesize import SynthesisConfig, collect, parse_queries, plan_requests, sample_documents
-from irflow.tasks.synthesize_calls import Outcome, Request, make_generator
+from irflow.tasks.core.schema import InputError
+from irflow.tasks.evalsets.synthesize import SynthesisConfig, collect, parse_queries, plan_requests, sample_documents
+from irflow.tasks.evalsets.synthesize_llm import Outcome, Request, make_generator
 
 SERVICE = str(ROOT / "tests" / "_chat_service.py")
 KEY = "sk-test-synthesize-0123456789"
@@ -76,7 +76,7 @@ def test_bad_options_fail_before_any_call() -> None:
         (SynthesisConfig("techdocs", "n", "system:bm25"), "--llm takes an LLM spec"),
         (SynthesisConfig("techdocs", "n", "openai:m@http://127.0.0.1:9/v1", stratify="colour"), "no such metadata"),
     ):
-        from irflow.tasks.synthesize import synthesize
+        from irflow.tasks.evalsets.synthesize import synthesize
 
         with pytest.raises(InputError, match=match):
             synthesize(config)

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from irflow.tasks.schema import InputError, UnknownNameError
-from irflow.tasks.systems import (
+from irflow.tasks.core.schema import InputError, UnknownNameError
+from irflow.tasks.systems.specs import (
     BM25_METHODS,
     INDEX_PARAMS,
     BM25Spec,
@@ -243,7 +243,8 @@ def test_slugs_are_safe_readable_and_distinct() -> None:
 
 def test_importing_systems_loads_no_heavy_library() -> None:
     code = (
-        "import sys, irflow.tasks.systems, irflow.tasks.runs; heavy = {'bm25s', 'Stemmer', 'faiss', 'torch', "
+        "import sys, irflow.tasks.systems.specs, irflow.tasks.core.runs; "
+        "heavy = {'bm25s', 'Stemmer', 'faiss', 'torch', "
         "'sentence_transformers', 'rank_bm25'} & set(sys.modules); print(sorted(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

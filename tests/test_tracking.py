@@ -22,10 +22,10 @@ import pytest
 from _cli import irflow
 from _stores import read_only_database
 
-from irflow.tasks import regression
+from irflow.tasks.compare import regression
+from irflow.tasks.core.schema import InputError, UnknownNameError
 from irflow.tasks.experiment import Experiment, load_experiment, suite_table, validate_experiment
-from irflow.tasks.schema import InputError, UnknownNameError
-from irflow.tasks.tracking import (
+from irflow.tasks.tracking.log import (
     TrackingError,
     artifact_root,
     check_tracking,
@@ -336,9 +336,9 @@ def _write_dataset(folder: Path, documents: int, queries: int = 12) -> Path:
 def test_dask_runner_gives_the_same_results(shared: Shared, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from irflow.flows.evaluate import evaluate_flow
     from irflow.flows.stages import task_runner_scope
-    from irflow.tasks.embed_cache import CHUNK_SIZE
+    from irflow.tasks.embed.cache import CHUNK_SIZE
     from irflow.tasks.ingest import import_dataset
-    from irflow.tasks.tracking import TrackingOptions
+    from irflow.tasks.tracking.log import TrackingOptions
 
     reference = shared.documents()[0]
     big = _write_dataset(tmp_path / "big", CHUNK_SIZE + 200)  # two chunks: two shards on two workers
@@ -396,8 +396,8 @@ def test_nightly_flags_a_degraded_system_and_not_an_unchanged_rerun(
 ) -> None:
     from prefect.client.orchestration import get_client
 
+    from irflow.cli.orchestration import cmd_compare
     from irflow.flows.suite import RegressionError, nightly_flow
-    from irflow.flows.tracking_cli import cmd_compare
 
     shared.use(monkeypatch)  # minilm vectors of techdocs are cached there
     uri = os.environ["MLFLOW_TRACKING_URI"]
@@ -523,9 +523,9 @@ def test_bad_input_fails_before_any_stage(
 def test_an_unreachable_tracking_server_stops_the_flow_before_ingest(
     tmp_path: Path, _isolated_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from irflow.cli.orchestration import configure_run
     from irflow.flows.evaluate import evaluate_flow
     from irflow.flows.suite import suite_flow
-    from irflow.flows.tracking_cli import configure_run
 
     uri = f"http://127.0.0.1:{_closed_port()}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -635,7 +635,7 @@ def _closed_port() -> int:
 
 
 def test_cli_pieces_parse_into_the_flow_options() -> None:
-    from irflow.flows.tracking_cli import add_orchestration_parsers, add_run_options, cmd_compare, cmd_suite
+    from irflow.cli.orchestration import add_orchestration_parsers, add_run_options, cmd_compare, cmd_suite
 
     parser = argparse.ArgumentParser(prog="irflow")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -26,9 +26,9 @@ import pytest
 from _cli import irflow
 from _stores import read_only_database
 
-from irflow.tasks.tracking import Tracker, TrackingError, check_tracking
-from irflow.tasks.tracking_check import CHECK_TAG
-from irflow.tasks.tracking_store import client_uri, redact, split_credentials
+from irflow.tasks.tracking.check import CHECK_TAG
+from irflow.tasks.tracking.log import Tracker, TrackingError, check_tracking
+from irflow.tasks.tracking.store import client_uri, redact, split_credentials
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

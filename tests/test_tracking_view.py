@@ -8,8 +8,8 @@ import json
 import zlib
 from pathlib import Path
 
-from irflow.tasks.tracking_store import Tracker
-from irflow.tasks.tracking_view import LEADING, VIEW_NAME, VIEW_TAG, read_view, save_headline_view, view_url
+from irflow.tasks.tracking.store import Tracker
+from irflow.tasks.tracking.view import LEADING, VIEW_NAME, VIEW_TAG, read_view, save_headline_view, view_url
 
 HEADLINE = ["attributes.`Dataset`", "metrics.`best.ndcg_at_10`", "metrics.`ndcg_at_10`", "tags.`irflow.best_system`"]
 

@@ -15,8 +15,8 @@ DRIFT_EXIT = 3
 
 
 def cmd_drift(args: argparse.Namespace) -> int:
-    from irflow.tasks.atomic import write_json
-    from irflow.tasks.drift import DriftCheck, nearest_similarities
+    from irflow.tasks.core.atomic import write_json
+    from irflow.tasks.evalsets.drift import DriftCheck, nearest_similarities
 
     check = DriftCheck.of(
         reference=args.reference,
@@ -30,7 +30,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
     report, *vectors = check.run()
     print(report.text())
     if args.output:
-        from irflow.tasks.plots import drift_similarity
+        from irflow.tasks.report.plots import drift_similarity
 
         folder = Path(args.output)
         folder.mkdir(parents=True, exist_ok=True)

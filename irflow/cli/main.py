@@ -8,8 +8,8 @@ import signal
 import sys
 from typing import Any
 
-from irflow.flows.terminal import configure_logging as _configure_logging
-from irflow.flows.terminal import metrics_table as _metrics_table
+from irflow.cli.terminal import configure_logging as _configure_logging
+from irflow.cli.terminal import metrics_table as _metrics_table
 
 _MAP_FIELDS = (
     *("corpus.doc_id", "corpus.title", "corpus.text"),
@@ -20,7 +20,7 @@ _MAP_FIELDS = (
 
 def _parse_mapping(items: list[str]) -> dict[str, str]:
     """``--map TABLE.FIELD=COLUMN`` options as a dict; a malformed one is an InputError (exit 2)."""
-    from irflow.tasks.schema import InputError
+    from irflow.tasks.core.schema import InputError
 
     mapping = {}
     for item in items:
@@ -36,7 +36,7 @@ def _parse_mapping(items: list[str]) -> dict[str, str]:
 
 def _parse_thresholds(text: str | None) -> tuple[float, ...] | None:
     """``--grade-thresholds 0.5,0.25,0.1``: numbers in (0, 1]; a malformed list is an InputError (exit 2)."""
-    from irflow.tasks.schema import InputError
+    from irflow.tasks.core.schema import InputError
 
     if not text:
         return None
@@ -116,7 +116,7 @@ def cmd_datasets_download(args: argparse.Namespace) -> int:
 
 
 def cmd_datasets_import(args: argparse.Namespace) -> int:
-    from irflow.flows.querylog_cli import print_query_set, query_sampling
+    from irflow.cli.querylog import print_query_set, query_sampling
     from irflow.tasks.ingest import import_dataset
 
     sampling = query_sampling(args)
@@ -139,6 +139,7 @@ def cmd_datasets_import(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from irflow.cli.orchestration import configure_run, run_summary, stage_libraries
     from irflow.flows.evaluate import (
         DEFAULT_METRICS,
         DEFAULT_SYSTEMS,
@@ -147,8 +148,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         release_output,
         validate,
     )
-    from irflow.flows.tracking_cli import configure_run, run_summary, stage_libraries
-    from irflow.tasks.run_identity import run_name
+    from irflow.tasks.core.run_identity import run_name
 
     systems = list(args.system or DEFAULT_SYSTEMS)
     metrics = list(args.metric or DEFAULT_METRICS)
@@ -184,9 +184,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _print_api_plan(args: argparse.Namespace, systems: list[str]) -> int:
     """``irflow run --dry-run``: what the API embedding models would be asked, and cost; nothing is sent."""
-    from irflow.tasks.embed import api_plan
+    from irflow.tasks.embed.encode import api_plan
     from irflow.tasks.ingest import load_dataset
-    from irflow.tasks.systems import as_spec
+    from irflow.tasks.systems.specs import as_spec
 
     specs = [str(as_spec(s)) for s in ([args.baseline, *systems] if args.baseline else systems)]
     dataset = load_dataset(args.dataset, args.split)
@@ -271,11 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="drop judgements of documents absent from the corpus (default: keep them, as trec_eval and BEIR do: "
         "relevant and unretrievable)",
     )
-    from irflow.flows.querylog_cli import add_querylog_options
+    from irflow.cli.querylog import add_querylog_options
 
     add_querylog_options(p)
     p.set_defaults(func=cmd_datasets_import)
-    from irflow.flows.synthesize_cli import add_synthesize_parser
+    from irflow.cli.synthesize import add_synthesize_parser
 
     add_synthesize_parser(ds_sub)
     p = sub.add_parser("run", help="evaluate systems on a dataset (default: the demo dataset techdocs)")
@@ -302,11 +302,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_run, runs_flow=True)
 
+    from irflow.cli.drift import add_drift_parser
+    from irflow.cli.orchestration import add_orchestration_parsers, add_run_options
+    from irflow.cli.pool import add_pool_parsers
+    from irflow.cli.report import add_report_parser
     from irflow.flows.annotate import add_annotate_parser
-    from irflow.flows.drift_cli import add_drift_parser
-    from irflow.flows.pool_cli import add_pool_parsers
-    from irflow.flows.report_cli import add_report_parser
-    from irflow.flows.tracking_cli import add_orchestration_parsers, add_run_options
 
     add_run_options(p)
     add_report_parser(sub)
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault(key, value)
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
-    from irflow.tasks.schema import IrflowError
+    from irflow.tasks.core.schema import IrflowError
 
     try:
         with (

@@ -44,7 +44,7 @@ def configure_run(args: argparse.Namespace, preload: list[str]) -> tuple[Any, di
     from irflow.flows import prefect_api
     from irflow.flows.evaluate import evaluate_flow
     from irflow.flows.stages import make_task_runner
-    from irflow.tasks.tracking import TrackingOptions, check_tracking
+    from irflow.tasks.tracking.log import TrackingOptions, check_tracking
 
     track = not getattr(args, "no_track", False)
     if track:
@@ -90,7 +90,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
     from irflow.flows import prefect_api
     from irflow.flows.suite import nightly_flow, resolve_experiment, suite_flow, suite_output
     from irflow.tasks.experiment import validate_experiment
-    from irflow.tasks.tracking import check_tracking
+    from irflow.tasks.tracking.log import check_tracking
 
     experiment = validate_experiment(resolve_experiment(None, args.config))  # bad names fail before any stage
     suite_output(experiment, args.command, args.output)
@@ -109,8 +109,8 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from irflow.tasks.schema import InputError
-    from irflow.tasks.tracking import KIND, Tracker
+    from irflow.tasks.core.schema import InputError
+    from irflow.tasks.tracking.log import KIND, Tracker
 
     if len(args.runs) == 1:
         return _compare_within(args)
@@ -136,8 +136,8 @@ def _compare_pair(args: argparse.Namespace, tracker: Any, before_ref: str, after
     """Print the paired changes between two runs, with the family the correction ran over."""
     import pandas as pd
 
-    from irflow.tasks import regression
-    from irflow.tasks.significance import correct
+    from irflow.tasks.compare import regression
+    from irflow.tasks.compare.significance import correct
 
     before, after = _snapshot(tracker, before_ref), _snapshot(tracker, after_ref)
     if len(before.keys) == 1 and len(after.keys) == 1 and before.keys != after.keys:  # two systems head to head
@@ -176,9 +176,9 @@ def _snapshot(tracker: Any, ref: str) -> Any:
     """A run's per-query values: from MLflow (a folder's own run when it was tracked), else from the folder's files."""
     from pathlib import Path
 
-    from irflow.tasks.results import load_results
-    from irflow.tasks.tracking import snapshot
-    from irflow.tasks.tracking_read import Snapshot, resolve_run
+    from irflow.tasks.report.results import load_results
+    from irflow.tasks.tracking.log import snapshot
+    from irflow.tasks.tracking.read import Snapshot, resolve_run
 
     folder = Path(ref)
     if folder.is_dir() and not _tracked(folder):
@@ -203,8 +203,8 @@ def _tracked(folder: Any) -> bool:
 def _compare_within(args: argparse.Namespace) -> int:
     """``irflow compare FOLDER``: every system of one evaluation against its baseline, one family per
     metric, exactly as report.md's significance table (same test, permutations and seed)."""
-    from irflow.tasks.results import load_results
-    from irflow.tasks.significance import compare_all
+    from irflow.tasks.compare.significance import compare_all
+    from irflow.tasks.report.results import load_results
 
     stored = load_results(args.runs[0])
     measures = args.metric or stored.document["measures"]

@@ -12,10 +12,10 @@ from typing import Any
 
 
 def cmd_pool(args: argparse.Namespace) -> int:
+    from irflow.tasks.evalsets.pool import pool, write_pool
     from irflow.tasks.ingest import load_dataset
-    from irflow.tasks.pool import pool, write_pool
-    from irflow.tasks.retrieve import retrieve
-    from irflow.tasks.systems import parse_system
+    from irflow.tasks.retrieve.searchers import retrieve
+    from irflow.tasks.systems.specs import parse_system
 
     specs = [parse_system(s) for s in args.system]
     dataset = load_dataset(args.dataset, args.split)
@@ -32,7 +32,7 @@ def cmd_pool(args: argparse.Namespace) -> int:
 
 
 def cmd_agreement(args: argparse.Namespace) -> int:
-    from irflow.tasks.pool import agreement_table, cohen_kappa, krippendorff_alpha
+    from irflow.tasks.evalsets.pool import agreement_table, cohen_kappa, krippendorff_alpha
 
     table = agreement_table(args.sheets)
     both = table.dropna()

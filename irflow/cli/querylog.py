@@ -38,7 +38,7 @@ def add_querylog_options(parser: argparse.ArgumentParser) -> None:
 
 def query_sampling(args: argparse.Namespace) -> Any:
     """The options as a ``Sampling`` for ``--format querylog``; None for other formats, which must not use them."""
-    from irflow.tasks.schema import InputError
+    from irflow.tasks.core.schema import InputError
 
     given = {k: getattr(args, k) for k in OPTIONS if getattr(args, k) is not None}
     if args.format != "querylog":

@@ -11,7 +11,7 @@ from typing import Any
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from irflow.tasks.report import rebuild_report
+    from irflow.tasks.report.write import rebuild_report
 
     overrides = {k: v for k in ("permutations", "bootstrap", "seed", "ci") if (v := getattr(args, k)) is not None}
     path = rebuild_report(args.run_dir, load=not args.no_dataset, **overrides)

@@ -68,8 +68,8 @@ def add_synthesize_parser(datasets: argparse._SubParsersAction[argparse.Argument
 
 
 def cmd_synthesize(args: argparse.Namespace) -> int:
-    from irflow.flows.cli import _print_info
-    from irflow.tasks.synthesize import SynthesisConfig, describe, dry_run_text, synthesize
+    from irflow.cli.main import _print_info
+    from irflow.tasks.evalsets.synthesize import SynthesisConfig, describe, dry_run_text, synthesize
 
     config = SynthesisConfig(
         base=args.base,

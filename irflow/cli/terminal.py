@@ -69,7 +69,7 @@ def configure_logging(verbose: bool) -> None:
 def metrics_table(document: Mapping[str, Any], width: int = TABLE_WIDTH) -> str:
     """The metric means per system, rows named by the report's short labels, at most ``width`` columns:
     metrics that do not fit are left out (and named on the last line; every one is in metrics.json)."""
-    from irflow.tasks.plots import short_labels
+    from irflow.tasks.report.plots import short_labels
 
     systems = document["systems"]
     labels = short_labels(list(systems))

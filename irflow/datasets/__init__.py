@@ -1,5 +1,5 @@
 """Package data: the BEIR catalog (``beir.json``) and the embedded demo dataset ``techdocs/``.
 
-Read through :func:`irflow.tasks.config.package_data`, never through ``__file__`` arithmetic. (This
+Read through :func:`irflow.tasks.core.config.package_data`, never through ``__file__`` arithmetic. (This
 is ``irflow.datasets``; it cannot shadow Hugging Face's top-level ``datasets`` package.)
 """

@@ -31,7 +31,7 @@ def build_adhoc_flow(datasets: list[str] | None = None) -> Any:
     from prefect import flow
 
     from irflow.flows import evaluate
-    from irflow.tasks.tracking import TrackingOptions
+    from irflow.tasks.tracking.log import TrackingOptions
 
     choices = tuple(datasets or dataset_choices())
     dataset_type: Any = Literal[choices]

@@ -35,7 +35,7 @@ def _annotate_flow() -> Any:
     from prefect.cache_policies import NONE
 
     from irflow.tasks.annotate import pipeline
-    from irflow.tasks.tracking import check_tracking
+    from irflow.tasks.tracking.log import check_tracking
 
     plan_task = task(name="plan annotation", cache_policy=NONE)(pipeline.plan)
     judge_task = task(name="judge pairs", cache_policy=NONE)(pipeline.judge)
@@ -65,8 +65,8 @@ def _annotate_flow() -> Any:
 
 def _metric(name: str) -> str:
     """``nDCG@10`` -> ``ndcg_at_10`` (the house spelling of a measure), anything else via ``mlflow_key``."""
-    from irflow.tasks.schema import IrflowError
-    from irflow.tasks.tracking import metric_key, mlflow_key
+    from irflow.tasks.core.schema import IrflowError
+    from irflow.tasks.tracking.log import metric_key, mlflow_key
 
     try:
         return metric_key(name)
@@ -76,7 +76,7 @@ def _metric(name: str) -> str:
 
 def metrics_of(summary: dict[str, Any]) -> dict[str, float]:
     """The flat MLflow metrics of an annotation summary."""
-    from irflow.tasks.tracking import mlflow_key
+    from irflow.tasks.tracking.log import mlflow_key
 
     votes = summary["votes"]
     run = summary.get("this_run") or {}
@@ -117,7 +117,7 @@ def metrics_of(summary: dict[str, Any]) -> dict[str, float]:
 def log_annotation(p: Any, summary: dict[str, Any]) -> str:
     """One MLflow run (tasks.tracking): params, metrics, judges, outputs, plots; returns its id.
     Judges are described by name, model and key variable, never by key."""
-    from irflow.tasks.tracking import Tracker, tracking_uri
+    from irflow.tasks.tracking.log import Tracker, tracking_uri
 
     tracker = Tracker(EXPERIMENT, tracking_uri())  # checked when the flow started
     config = p.config
@@ -255,7 +255,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
     track = not args.no_track and not args.dry_run
     if track:
-        from irflow.tasks.tracking import check_tracking
+        from irflow.tasks.tracking.log import check_tracking
 
         check_tracking(experiment=EXPERIMENT)  # fail fast, before the plan (a --system retrieval) and any judge call
     dataset = args.dataset
@@ -311,9 +311,9 @@ def zbench_preview(path: str, name: str, split: str) -> Iterator[Any]:
 
     import pandas as pd
 
+    from irflow.tasks.core.schema import Dataset, InputError
     from irflow.tasks.ingest import canonical, store
     from irflow.tasks.ingest.custom import read_zbench
-    from irflow.tasks.schema import Dataset, InputError
 
     store.check_import_name(name)
     source = Path(path)

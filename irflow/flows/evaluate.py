@@ -20,20 +20,20 @@ from prefect.futures import PrefectFuture, wait
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from irflow.flows.stages import embed_stage, track_task
-from irflow.tasks import report as report_stage
-from irflow.tasks import run_identity
-from irflow.tasks.atomic import write_json
+from irflow.tasks.core import run_identity
+from irflow.tasks.core.atomic import write_json
+from irflow.tasks.core.output_folder import publish
+from irflow.tasks.core.runs import validate_depth
+from irflow.tasks.core.schema import Dataset, DownloadError, InputError, IrflowError, UnknownNameError
 from irflow.tasks.experiment import check_models
-from irflow.tasks.fresh_costs import fresh_costs
 from irflow.tasks.ingest import EMBEDDED, check_name, list_datasets, load_dataset
 from irflow.tasks.metrics import evaluate as evaluate_metrics
 from irflow.tasks.metrics import mean, parse_measures
-from irflow.tasks.output_folder import publish
-from irflow.tasks.retrieve import measure_latency, retrieval_costs, retrieve
-from irflow.tasks.runs import validate_depth
-from irflow.tasks.schema import Dataset, DownloadError, InputError, IrflowError, UnknownNameError
-from irflow.tasks.systems import as_spec, leaves, walk
-from irflow.tasks.tracking import TrackingOptions, check_tracking
+from irflow.tasks.report import write as report_stage
+from irflow.tasks.retrieve.fresh_costs import fresh_costs
+from irflow.tasks.retrieve.searchers import measure_latency, retrieval_costs, retrieve
+from irflow.tasks.systems.specs import as_spec, leaves, walk
+from irflow.tasks.tracking.log import TrackingOptions, check_tracking
 
 DEFAULT_DATASET = "techdocs"
 DEFAULT_SYSTEMS = ("bm25", "dense:minilm", "hybrid:bm25+dense:minilm")

@@ -14,11 +14,11 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NONE
 
-from irflow.tasks.atomic import write_json
-from irflow.tasks.drift import DriftCheck, DriftReport
+from irflow.tasks.core.atomic import write_json
+from irflow.tasks.core.schema import IrflowError
+from irflow.tasks.evalsets.drift import DriftCheck, DriftReport
 from irflow.tasks.experiment import Experiment
-from irflow.tasks.schema import IrflowError
-from irflow.tasks.tracking import mlflow_key
+from irflow.tasks.tracking.log import mlflow_key
 
 
 class DriftError(IrflowError):
@@ -79,8 +79,8 @@ class NightlyDrift:
 @task(name="drift", task_run_name="drift {dataset}", cache_policy=NONE)
 def drift_task(dataset: str, check: DriftCheck, folder: Path) -> DriftReport:
     """Run one check; its plot (similarity to the nearest reference query) goes to ``folder/drift-<dataset>.png``."""
-    from irflow.tasks.drift import nearest_similarities
-    from irflow.tasks.plots import drift_similarity
+    from irflow.tasks.evalsets.drift import nearest_similarities
+    from irflow.tasks.report.plots import drift_similarity
 
     report, ref_vectors, cur_vectors = check.run()
     plot = folder / f"drift-{mlflow_key(dataset).replace('.', '_')}.png"

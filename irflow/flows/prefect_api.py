@@ -9,7 +9,7 @@ parsed, in a subprocess, so its start-up overlaps the validation and library imp
 ``ready()`` then waits for whatever is left and points Prefect at it. The server is stopped by its
 process id when the command ends, after Prefect's log and event workers have flushed into it; if
 the command is killed before it can, the server notices its parent is gone and stops itself
-(:mod:`irflow.flows.child`), so no server is ever orphaned.
+(:mod:`irflow.tasks.core.child`), so no server is ever orphaned.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import urllib.request
 from collections.abc import Iterator
 from typing import IO
 
-from irflow.tasks.schema import IrflowError
+from irflow.tasks.core.schema import IrflowError
 
 _STARTUP_FAILURE = 3  # uvicorn's exit code when it cannot bind the port or the app fails to start
 
@@ -75,7 +75,7 @@ class TemporaryServer:
             [
                 sys.executable,
                 "-m",
-                "irflow.flows.child",  # dies with this process, also when it is killed (see child.py)
+                "irflow.tasks.core.child",  # dies with this process, also when it is killed (see child.py)
                 str(os.getpid()),
                 "uvicorn",
                 "--factory",

@@ -17,8 +17,9 @@ from prefect.cache_policies import NONE
 from prefect.context import FlowRunContext
 from prefect.futures import wait
 
-from irflow.tasks import sharding, tracking
-from irflow.tasks.schema import Dataset, IrflowError, RetrievalInfo, UnknownNameError
+from irflow.tasks.core.schema import Dataset, IrflowError, RetrievalInfo, UnknownNameError
+from irflow.tasks.embed import sharding
+from irflow.tasks.tracking import log as tracking
 
 TASK_RUNNERS = ("default", "dask")
 

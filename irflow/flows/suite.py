@@ -26,13 +26,13 @@ from prefect.states import Completed
 from irflow.flows.evaluate import SystemsFailed, evaluate_flow
 from irflow.flows.nightly_drift import DriftError, drift_stage
 from irflow.flows.stages import link_to_mlflow, prefect_tags, task_runner_scope
-from irflow.tasks import regression
-from irflow.tasks.atomic import atomic_open, atomic_path, write_json
-from irflow.tasks.config import package_data
+from irflow.tasks.compare import regression
+from irflow.tasks.core.atomic import atomic_open, atomic_path, write_json
+from irflow.tasks.core.config import package_data
+from irflow.tasks.core.output_folder import check_output
+from irflow.tasks.core.schema import InputError, IrflowError
 from irflow.tasks.experiment import Experiment, load_experiment, suite_markdown, suite_table, validate_experiment
-from irflow.tasks.output_folder import check_output
-from irflow.tasks.schema import InputError, IrflowError
-from irflow.tasks.tracking import (
+from irflow.tasks.tracking.log import (
     KIND,
     Tracker,
     TrackingOptions,

@@ -32,12 +32,12 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from irflow.tasks.drift import DriftCheck
-from irflow.tasks.external.specs import PluginSpec
+from irflow.tasks.core.schema import Correction, InputError, UnknownNameError
+from irflow.tasks.evalsets.drift import DriftCheck
 from irflow.tasks.ingest import check_name
 from irflow.tasks.metrics import expand, parse_measures
-from irflow.tasks.schema import Correction, InputError, UnknownNameError
-from irflow.tasks.systems import DenseSpec, RerankSpec, as_spec, parse_system, walk
+from irflow.tasks.systems.external import PluginSpec
+from irflow.tasks.systems.specs import DenseSpec, RerankSpec, as_spec, parse_system, walk
 
 EXPERIMENT_DEFAULT_SYSTEMS = ["bm25", "dense:minilm", "hybrid:bm25+dense:minilm"]
 EXPERIMENT_DEFAULT_METRICS = ["nDCG@10", "nDCG@100", "R@10", "R@100", "P@10", "RR@10", "AP@100", "Success@10", "Rprec"]
@@ -214,9 +214,9 @@ def check_models(systems: Sequence[str]) -> None:
     the module of a ``python:`` system must be importable (found, not imported)."""
     import importlib.util
 
-    from irflow.tasks.api_embed import ApiModel, is_api_model
-    from irflow.tasks.embed import model_for
-    from irflow.tasks.models import require_backend, resolve_model
+    from irflow.tasks.embed.api import ApiModel, is_api_model
+    from irflow.tasks.embed.encode import model_for
+    from irflow.tasks.embed.models import require_backend, resolve_model
 
     for system in systems:
         for node in walk(as_spec(system)):
@@ -258,8 +258,8 @@ def validate_experiment(experiment: Experiment) -> Experiment:
 def check_drift(experiment: Experiment) -> None:
     """Each drift check's log is readable with at least 2 queries and its model is known, so a nightly
     run does not find out after its suite."""
-    from irflow.tasks.drift import read_queries
-    from irflow.tasks.models import resolve_model
+    from irflow.tasks.embed.models import resolve_model
+    from irflow.tasks.evalsets.drift import read_queries
 
     for dataset, check in experiment.drift.items():
         where = f"drift.{dataset}"

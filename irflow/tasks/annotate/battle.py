@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from irflow.tasks.schema import IrflowError
+from irflow.tasks.core.schema import IrflowError
 
 PROMPT_VERSION = "pairwise-v1"
 SYSTEM_PROMPT = """\

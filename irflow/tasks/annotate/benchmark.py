@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from irflow.tasks.annotate.candidates import Texts
-from irflow.tasks.schema import Dataset, InputError
+from irflow.tasks.core.schema import Dataset, InputError
 
 
 @runtime_checkable
@@ -47,7 +47,7 @@ class ModelReranker:
         self.model = model
 
     async def score(self, query: str, documents: list[str]) -> list[float]:
-        from irflow.tasks.models import score_pairs
+        from irflow.tasks.embed.models import score_pairs
 
         return await asyncio.to_thread(score_pairs, self.model, query, documents)
 
@@ -179,7 +179,7 @@ def summarise(per_query: pd.DataFrame) -> dict[str, float]:
 
 def system_predictions(dataset: Dataset, system: str, depth: int = 1000) -> pd.DataFrame:
     """Scores of an irflow system's run (tasks.retrieve) as predictions: query_id, doc_id, score."""
-    from irflow.tasks.retrieve import retrieve
+    from irflow.tasks.retrieve.searchers import retrieve
 
     return retrieve(dataset, system, min(depth, max(1, len(dataset.corpus)))).run[["query_id", "doc_id", "score"]]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.schema import Dataset, InputError
+from irflow.tasks.core.schema import Dataset, InputError
 
 CANDIDATE_COLUMNS = ("query_id", "doc_id", "rank")
 
@@ -26,7 +26,7 @@ class Texts:
 
     @classmethod
     def of(cls, dataset: Dataset) -> Texts:
-        from irflow.tasks.embed import document_texts
+        from irflow.tasks.embed.encode import document_texts
 
         return cls(
             dict(zip(dataset.queries["query_id"].astype(str), dataset.queries["text"].fillna("").astype(str))),
@@ -50,7 +50,7 @@ def select_candidates(
             )
         table = pd.read_parquet(dataset.manifest["candidates"])
     else:
-        from irflow.tasks.retrieve import retrieve
+        from irflow.tasks.retrieve.searchers import retrieve
 
         table = retrieve(dataset, system, k or 100).run
     table = table.loc[:, list(CANDIDATE_COLUMNS)].astype({"query_id": "str", "doc_id": "str", "rank": "int64"})

@@ -90,7 +90,7 @@ def expand_presets(judges: tuple[str, ...] | list[str]) -> tuple[str, ...]:
         elif name in PRESETS:
             expanded.extend(PRESETS[name])
         else:
-            from irflow.tasks.schema import UnknownNameError
+            from irflow.tasks.core.schema import UnknownNameError
 
             raise UnknownNameError(f"unknown judge preset {name!r}; presets: {', '.join(PRESETS)}")
     return tuple(expanded)

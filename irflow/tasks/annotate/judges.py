@@ -39,7 +39,7 @@ from irflow.tasks.annotate.battle import DEFAULT_PRICE_PER_1K, Judge, JudgeSetup
 from irflow.tasks.annotate.config import JUDGE_HELP
 from irflow.tasks.annotate.llm_judges import AnthropicJudge, GeminiJudge, OpenAIJudge
 from irflow.tasks.annotate.local_judges import ScoreJudge, model_scores, system_scores
-from irflow.tasks.schema import Dataset, InputError, UnknownNameError
+from irflow.tasks.core.schema import Dataset, InputError, UnknownNameError
 
 KINDS = ("openai", "anthropic", "gemini", "model", "system")
 
@@ -147,7 +147,7 @@ def make_judge(
         return ScoreJudge(
             kw.get("name", f"model:{model}"), lambda: model_scores(dataset, candidates, model), scale, {"model": model}
         )
-    from irflow.tasks.systems import as_spec
+    from irflow.tasks.systems.specs import as_spec
 
     system, depth = str(as_spec(spec.target)), kw.get("depth", 1000)
     return ScoreJudge(

@@ -1,7 +1,7 @@
 """LLM judges: any OpenAI-compatible chat API over httpx, Anthropic and Gemini through their SDKs.
 
 Each asks the versioned prompt of :mod:`irflow.tasks.annotate.battle` and parses its JSON answer;
-``openai`` calls through :mod:`irflow.tasks.http_client` (retries on 429, 5xx and transport errors
+``openai`` calls through :mod:`irflow.tasks.core.http_client` (retries on 429, 5xx and transport errors
 with ``Retry-After`` honoured, a refused key stops the run, ``rpm``/``tpm`` limits). API keys are
 read from the environment at call time and never logged, stored or shown.
 """
@@ -31,7 +31,7 @@ from irflow.tasks.annotate.battle import (
     parse_answer,
     render_prompt,
 )
-from irflow.tasks.http_client import Call, HttpAuthError, HttpCallError, RateLimiter, RetryPolicy
+from irflow.tasks.core.http_client import Call, HttpAuthError, HttpCallError, RateLimiter, RetryPolicy
 
 log = logging.getLogger(__name__)
 

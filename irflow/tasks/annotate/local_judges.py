@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from irflow.tasks.annotate.battle import Battle, Verdict
-from irflow.tasks.schema import Dataset
+from irflow.tasks.core.schema import Dataset
 
 
 @dataclass
@@ -71,8 +71,8 @@ def standardise(table: pd.DataFrame) -> dict[tuple[str, str], float]:
 
 def model_scores(dataset: Dataset, candidates: pd.DataFrame, model: str) -> pd.DataFrame:
     """Relevance of every candidate under ``model`` (tasks.models.score_pairs_many): query_id, doc_id, score."""
-    from irflow.tasks.embed import document_texts
-    from irflow.tasks.models import score_pairs_many
+    from irflow.tasks.embed.encode import document_texts
+    from irflow.tasks.embed.models import score_pairs_many
 
     doc_text = pd.Series(document_texts(dataset.corpus), index=dataset.corpus["doc_id"].astype(str).to_numpy())
     query_text = dict(zip(dataset.queries["query_id"].astype(str), dataset.queries["text"].fillna("").astype(str)))
@@ -89,7 +89,7 @@ def system_scores(dataset: Dataset, candidates: pd.DataFrame, system: str, depth
     A candidate the system did not return gets the query's lowest returned score (a tie with the
     last hit: nothing is invented about its order), or 0 when the query returned nothing.
     """
-    from irflow.tasks.retrieve import retrieve
+    from irflow.tasks.retrieve.searchers import retrieve
 
     run = retrieve(dataset, system, min(depth, max(1, len(dataset.corpus)))).run
     merged = (

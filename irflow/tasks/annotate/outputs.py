@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 
 from irflow.tasks.annotate.candidates import Texts
-from irflow.tasks.atomic import atomic_open
-from irflow.tasks.schema import Dataset
+from irflow.tasks.core.atomic import atomic_open
+from irflow.tasks.core.schema import Dataset
 
 
 def annotated_lines(scores: pd.DataFrame, texts: Texts, dataset: Dataset | None = None) -> list[dict[str, Any]]:

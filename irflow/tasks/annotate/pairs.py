@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from irflow.tasks.annotate.config import DEFAULT_CYCLES
-from irflow.tasks.atomic import atomic_path, write_json
-from irflow.tasks.schema import InputError
+from irflow.tasks.core.atomic import atomic_path, write_json
+from irflow.tasks.core.schema import InputError
 
 PAIR_COLUMNS = ("pair_id", "query_id", "doc_a", "doc_b", "cycle")
 

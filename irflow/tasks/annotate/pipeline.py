@@ -33,8 +33,8 @@ from irflow.tasks.annotate.judges import make_judge, parse_judge
 from irflow.tasks.annotate.pairs import load_or_make_pairs
 from irflow.tasks.annotate.runner import CostEstimate, JudgeStats, check_judges, estimate_cost, run_judges
 from irflow.tasks.annotate.store import VoteStore, read_votes
-from irflow.tasks.atomic import atomic_path, write_json
-from irflow.tasks.schema import Dataset, InputError
+from irflow.tasks.core.atomic import atomic_path, write_json
+from irflow.tasks.core.schema import Dataset, InputError
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +230,7 @@ def human_agreement(p: Plan, a: Annotation) -> dict[str, Any]:
 
 def benchmark_systems(p: Plan, a: Annotation, systems: tuple[str, ...]) -> dict[str, Any]:
     """Each system's measures against the zELO annotation (and, where the dataset has them, the human grades)."""
-    from irflow.tasks.systems import as_spec
+    from irflow.tasks.systems.specs import as_spec
 
     truth = a.scores[["query_id", "doc_id", "score"]]
     grades = _human_truth(p) if len(p.dataset.qrels) else None

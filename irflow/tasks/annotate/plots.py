@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.atomic import atomic_path
+from irflow.tasks.core.atomic import atomic_path
 
 
 def pair_matrix(doc_ids: Sequence[str], combined: pd.DataFrame) -> np.ndarray:

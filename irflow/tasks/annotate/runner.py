@@ -34,8 +34,8 @@ from irflow.tasks.annotate.battle import (
 )
 from irflow.tasks.annotate.candidates import Texts
 from irflow.tasks.annotate.store import VoteStore
-from irflow.tasks.progress import Progress
-from irflow.tasks.schema import InputError
+from irflow.tasks.core.progress import Progress
+from irflow.tasks.core.schema import InputError
 
 log = logging.getLogger(__name__)
 

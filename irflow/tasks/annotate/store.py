@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from irflow.tasks.schema import InputError, IrflowError
+from irflow.tasks.core.schema import InputError, IrflowError
 
 VOTE_COLUMNS = (
     "pair_id",

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from irflow.tasks.core.schema import InputError
 from irflow.tasks.metrics import parse_measure
-from irflow.tasks.schema import InputError
 
 NONE_LABEL = "(none)"
 ORDINAL_SCALES = (  # metadata values with a natural order: segments follow it

@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from irflow.tasks.schema import InputError
-from irflow.tasks.significance import Correction, compare, correct
+from irflow.tasks.compare.significance import Correction, compare, correct
+from irflow.tasks.core.schema import InputError
 
 KEYS = ["dataset", "system", "metric"]
 CHANGE_COLUMNS = [

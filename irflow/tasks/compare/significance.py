@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 from scipy import special, stats
 
-from irflow.tasks.schema import Correction, InputError, UnknownNameError
+from irflow.tasks.core.schema import Correction, InputError, UnknownNameError
 
 CORRECTIONS: tuple[str, ...] = get_args(Correction)
 CI_METHODS = ("bca", "percentile")

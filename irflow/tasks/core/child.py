@@ -1,4 +1,6 @@
-"""Run a helper server that dies with the command that started it: ``python -m irflow.flows.child PID MODULE ARGS...``.
+"""Run a helper server that dies with the command that started it.
+
+``python -m irflow.tasks.core.child PID MODULE ARGS...``.
 
 A command's temporary servers (the Prefect API) must not outlive it, even when it is killed with
 SIGKILL and runs no clean-up. The child therefore watches its parent: a daemon thread polls

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, NamedTuple
 
-from irflow.tasks.schema import IrflowError
+from irflow.tasks.core.schema import IrflowError
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from irflow.tasks.atomic import is_temp_name, publish_dir
-from irflow.tasks.schema import InputError
+from irflow.tasks.core.atomic import is_temp_name, publish_dir
+from irflow.tasks.core.schema import InputError
 
 
 def check_output(path: str | os.PathLike[str], option: str = "--output", marker: str | None = "metrics.json") -> Path:

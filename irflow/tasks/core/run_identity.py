@@ -19,9 +19,9 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from irflow.tasks.atomic import temp_name
-from irflow.tasks.output_folder import check_output
-from irflow.tasks.schema import InputError
+from irflow.tasks.core.atomic import temp_name
+from irflow.tasks.core.output_folder import check_output
+from irflow.tasks.core.schema import InputError
 
 RESULTS_ROOT = Path("results")
 LATEST = "latest"

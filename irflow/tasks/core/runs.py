@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.atomic import atomic_open
-from irflow.tasks.schema import RUN_COLUMNS, InputError
+from irflow.tasks.core.atomic import atomic_open
+from irflow.tasks.core.schema import RUN_COLUMNS, InputError
 
 DEFAULT_DEPTH = 100
 MAX_DEPTH = 1000

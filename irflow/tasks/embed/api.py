@@ -4,7 +4,7 @@
 The base URL and key are read as the OpenAI SDK reads them (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``;
 spec options ``base_url`` and ``key_env`` override). Requests carry at most ``batch_size`` texts and
 ``batch_tokens`` tokens, ``concurrency`` of them in flight, within ``rpm``/``tpm``; every call goes
-through :mod:`irflow.tasks.http_client` (retries honouring ``Retry-After``, a refused key stops at once,
+through :mod:`irflow.tasks.core.http_client` (retries honouring ``Retry-After``, a refused key stops at once,
 the key redacted from every message). Answers may hold float lists or base64 float32 (the SDK's
 default); vectors are L2-normalised like every cached vector.
 
@@ -30,7 +30,7 @@ from urllib.parse import urlparse, urlunparse
 
 import numpy as np
 
-from irflow.tasks.schema import InputError, IrflowError
+from irflow.tasks.core.schema import InputError, IrflowError
 
 PROVIDER = "openai"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -211,7 +211,7 @@ class ApiModel:
         """L2-normalised float32 vectors of ``prompt + text`` for each text, row i <-> texts[i]."""
         import httpx
 
-        from irflow.tasks.http_client import Call, RateLimiter, RetryPolicy
+        from irflow.tasks.core.http_client import Call, RateLimiter, RetryPolicy
 
         texts = [(prompt + t) or " " for t in texts]  # the API refuses empty inputs
         if not texts:

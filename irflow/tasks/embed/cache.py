@@ -47,14 +47,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from irflow.tasks.atomic import atomic_path, write_json
-from irflow.tasks.config import cache_dir
-from irflow.tasks.models import encode, resolve_model
-from irflow.tasks.progress import Progress
-from irflow.tasks.schema import IrflowError
+from irflow.tasks.core.atomic import atomic_path, write_json
+from irflow.tasks.core.config import cache_dir
+from irflow.tasks.core.progress import Progress
+from irflow.tasks.core.schema import IrflowError
+from irflow.tasks.embed.models import encode, resolve_model
 
 if TYPE_CHECKING:
-    from irflow.tasks.models import Encoder
+    from irflow.tasks.embed.models import Encoder
 
 log = logging.getLogger(__name__)
 

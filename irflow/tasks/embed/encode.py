@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.api_embed import ApiModel, is_api_model
-from irflow.tasks.embed_cache import Embeddings, embed_texts, part_path, plan_chunks, read_part, texts_key
-from irflow.tasks.models import resolve_model, with_encoder
-from irflow.tasks.schema import Dataset
+from irflow.tasks.core.schema import Dataset
+from irflow.tasks.embed.api import ApiModel, is_api_model
+from irflow.tasks.embed.cache import Embeddings, embed_texts, part_path, plan_chunks, read_part, texts_key
+from irflow.tasks.embed.models import resolve_model, with_encoder
 
 if TYPE_CHECKING:
-    from irflow.tasks.index import SearchIndex
-    from irflow.tasks.models import Encoder
-    from irflow.tasks.systems import DenseSpec
+    from irflow.tasks.embed.models import Encoder
+    from irflow.tasks.index.faiss_index import SearchIndex
+    from irflow.tasks.systems.specs import DenseSpec
 
 
 def model_for(spec: DenseSpec) -> Encoder:
@@ -100,13 +100,13 @@ def dense_search(dataset: Dataset, spec: DenseSpec, depth: int) -> pd.DataFrame:
     build time and encode counts. Hits whose doc id equals the query id are dropped where the
     dataset asks for it (ArguAna, Quora).
     """
-    from irflow.tasks.index import build_index
+    from irflow.tasks.index.faiss_index import build_index
 
     model = model_for(spec)
     spent = api_spent(model)
     index: SearchIndex
     if spec.index == "blocks":  # out of core: streamed from the cache's Parquet parts (tasks.dense_blocks)
-        from irflow.tasks.dense_blocks import streamed_corpus
+        from irflow.tasks.index.cache_blocks import streamed_corpus
 
         docs, index = streamed_corpus(dataset, spec, model)
     else:
@@ -168,7 +168,7 @@ def api_spent(model: Encoder) -> Any:
 def api_estimate(dataset: Dataset, spec: DenseSpec) -> dict[str, Any]:
     """What embedding the dataset (corpus and queries) with an API model would cost now: calls, tokens
     and USD for the texts whose vectors are not cached yet (nothing is sent)."""
-    from irflow.tasks.config import cache_dir
+    from irflow.tasks.core.config import cache_dir
 
     model = model_for(spec)
     if not isinstance(model, ApiModel):
@@ -193,7 +193,7 @@ def api_plan(dataset: Dataset, systems: Sequence[str], *, latency_queries: int =
     :func:`api_estimate` for the evaluation, plus ``latency_queries`` single-query calls (the latency
     stage encodes each timed query on its own). A model that several systems share is listed once, under
     the first (its vectors are encoded once). Nothing is sent."""
-    from irflow.tasks.systems import DenseSpec, as_spec, walk
+    from irflow.tasks.systems.specs import DenseSpec, as_spec, walk
 
     plan: list[dict[str, Any]] = []
     seen: set[str] = set()

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from irflow.tasks.schema import DownloadError, IrflowError, UnknownNameError
-from irflow.tasks.systems import MODEL_ALIASES
+from irflow.tasks.core.schema import DownloadError, IrflowError, UnknownNameError
+from irflow.tasks.systems.specs import MODEL_ALIASES
 
 if TYPE_CHECKING:
-    from irflow.tasks.api_embed import ApiModel
+    from irflow.tasks.embed.api import ApiModel
 
 ALIASES = MODEL_ALIASES  # one table: short names -> Hugging Face names
 # Hugging Face names that an installed package ships an identical copy of: used instead of a download.
@@ -333,7 +333,7 @@ def encode(
     if not isinstance(model, ResolvedModel):
         return model.encode(texts, prompt=prompt)
     if model.backend != "torch":
-        from irflow.tasks.backends import encode_exported
+        from irflow.tasks.embed.backends import encode_exported
 
         require_backend(model.backend, model.quantize)
         return encode_exported(model, texts, prompt=prompt, max_seq_length=max_seq_length, batch_size=batch_size)
@@ -366,7 +366,7 @@ def score_pairs_many(
     if is_cross_encoder(resolved):
         pairs = [(query, doc) for query, docs in items for doc in docs]
         if resolved.backend != "torch":
-            from irflow.tasks.backends import score_exported
+            from irflow.tasks.embed.backends import score_exported
 
             require_backend(resolved.backend, resolved.quantize)
             flat = score_exported(resolved, pairs, batch_size=batch_size)

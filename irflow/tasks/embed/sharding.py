@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from irflow.tasks import embed
-from irflow.tasks.config import cache_dir
-from irflow.tasks.embed_cache import CHUNK_SIZE, encode_chunks
-from irflow.tasks.schema import Dataset
-from irflow.tasks.systems import DenseSpec, SystemSpec, as_spec, leaves
+from irflow.tasks.core.config import cache_dir
+from irflow.tasks.core.schema import Dataset
+from irflow.tasks.embed import encode as embed
+from irflow.tasks.embed.cache import CHUNK_SIZE, encode_chunks
+from irflow.tasks.systems.specs import DenseSpec, SystemSpec, as_spec, leaves
 
 log = logging.getLogger(__name__)
 

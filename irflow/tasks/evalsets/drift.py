@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from irflow.tasks.schema import InputError
+from irflow.tasks.core.schema import InputError
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 MAX_MMD_QUERIES = 2000  # per side: the kernel matrix grows with the square (a seeded sample beyond)
@@ -156,8 +156,8 @@ class DriftCheck(BaseModel):
 
     def run(self) -> tuple[DriftReport, np.ndarray, np.ndarray]:
         """The report and both sides' embeddings (reference, current)."""
+        from irflow.tasks.embed.models import encode, resolve_model
         from irflow.tasks.ingest import load_dataset
-        from irflow.tasks.models import encode, resolve_model
 
         reference = load_dataset(self.reference, self.split).queries["text"].astype(str).tolist()
         current = read_queries(self.current)

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.atomic import atomic_open, write_json
+from irflow.tasks.core.atomic import atomic_open, write_json
+from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.ingest.records import MAX_GRADE, MIN_GRADE
-from irflow.tasks.schema import Dataset, InputError
 
 SHEET_COLUMNS = ("query_id", "doc_id", "grade", "query", "title", "text")
 SHEET_TEXT_CHARS = 2000  # of each document shown in the sheet (the JSONL keeps it whole)

@@ -25,10 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.ingest.querylog import NONE_LABEL, allocate, normalise
-from irflow.tasks.ingest.records import QrelRow, QueryRecord
-from irflow.tasks.schema import Dataset, InputError
-from irflow.tasks.synthesize_calls import (
+from irflow.tasks.core.schema import Dataset, InputError
+from irflow.tasks.evalsets.synthesize_llm import (
     AnswerCache,
     GenerationFailedError,
     Outcome,
@@ -39,6 +37,8 @@ from irflow.tasks.synthesize_calls import (
     make_generator,
     request_key,
 )
+from irflow.tasks.ingest.querylog import NONE_LABEL, allocate, normalise
+from irflow.tasks.ingest.records import QrelRow, QueryRecord
 
 PROMPT_VERSION = "synthetic-queries-v1"
 STYLES = {
@@ -235,7 +235,7 @@ def round_trip_ranks(base: Dataset, candidates: pd.DataFrame, system: str, k: in
     """Rank (1-based) of each candidate's source document in ``system``'s top ``k`` over the base corpus;
     NaN where it is not there. The system runs on the base dataset's corpus (its indexes are cached
     under the base's fingerprint) with the candidates as queries."""
-    from irflow.tasks.retrieve import retrieve
+    from irflow.tasks.retrieve.searchers import retrieve
 
     if candidates.empty:
         return pd.Series(dtype=np.float64)
@@ -272,7 +272,7 @@ def synthesize(config: SynthesisConfig, *, dry_run: bool = False, cache: AnswerC
     synthesis summary is ``manifest["source"]["synthesis"]``). ``dry_run``: returns the plan (calls,
     tokens, USD of the answers not cached) and sends and writes nothing."""
     from irflow.tasks.ingest import load_dataset
-    from irflow.tasks.systems import as_spec
+    from irflow.tasks.systems.specs import as_spec
 
     config.check()
     _check_name(config.name)

@@ -3,7 +3,7 @@ the answer cache, the cost estimate and the concurrent calls.
 
 The generator is made from the judge spec grammar (``openai:MODEL[@BASE_URL]``, ``anthropic:MODEL``,
 ``gemini:MODEL`` with their options), so retries, ``Retry-After``, ``rpm``/``tpm`` limits, reasoning-model
-parameters, key handling and redaction are those of :mod:`irflow.tasks.http_client` and the judges.
+parameters, key handling and redaction are those of :mod:`irflow.tasks.core.http_client` and the judges.
 Every answer is appended to a cache as it arrives (keyed by the generator's identity and the whole
 prompt), so an interrupted or repeated synthesis pays for no call twice. Keys are never written.
 """
@@ -21,9 +21,9 @@ from typing import Any
 from irflow.tasks.annotate.battle import JudgeAuthError, JudgeCallError, JudgeSetupError, estimate_tokens
 from irflow.tasks.annotate.judges import make_judge, parse_judge
 from irflow.tasks.annotate.llm_judges import OpenAIJudge, PromptJudge
-from irflow.tasks.atomic import file_lock
-from irflow.tasks.config import cache_dir
-from irflow.tasks.schema import InputError, IrflowError
+from irflow.tasks.core.atomic import file_lock
+from irflow.tasks.core.config import cache_dir
+from irflow.tasks.core.schema import InputError, IrflowError
 
 LLM_KINDS = ("openai", "anthropic", "gemini")
 QUERIES_SCHEMA = {

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from irflow.tasks.schema import InputError
+from irflow.tasks.core.schema import InputError
 
 Block = tuple[np.ndarray, np.ndarray]  # (global rows int64 ascending, vectors float32 (n, d))
 TopK = tuple[np.ndarray, np.ndarray]  # (scores float32 (nq, k), rows int64 (nq, k)); row -1 = no hit

@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from irflow.tasks import progress
-from irflow.tasks.atomic import publish_dir, write_json
-from irflow.tasks.config import cache_dir
-from irflow.tasks.runs import empty_run, order_run
-from irflow.tasks.schema import Dataset, InputError
-from irflow.tasks.systems import BM25Spec, as_spec
+from irflow.tasks.core import progress
+from irflow.tasks.core.atomic import publish_dir, write_json
+from irflow.tasks.core.config import cache_dir
+from irflow.tasks.core.runs import empty_run, order_run
+from irflow.tasks.core.schema import Dataset, InputError
+from irflow.tasks.systems.specs import BM25Spec, as_spec
 
 log = logging.getLogger(__name__)
 

@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from irflow.tasks.atomic import write_json
-from irflow.tasks.block_search import Block, BlockStats, TopK, aligned_block_size, block_search
-from irflow.tasks.config import cache_dir
-from irflow.tasks.embed_cache import Embeddings, encode_chunks, part_path, plan_chunks, read_part, texts_key
-from irflow.tasks.index import resolve_params
+from irflow.tasks.core.atomic import write_json
+from irflow.tasks.core.config import cache_dir
+from irflow.tasks.embed.cache import Embeddings, encode_chunks, part_path, plan_chunks, read_part, texts_key
+from irflow.tasks.index.blocks import Block, BlockStats, TopK, aligned_block_size, block_search
+from irflow.tasks.index.faiss_index import resolve_params
 
 if TYPE_CHECKING:
-    from irflow.tasks.models import Encoder
-    from irflow.tasks.schema import Dataset
-    from irflow.tasks.systems import DenseSpec
+    from irflow.tasks.core.schema import Dataset
+    from irflow.tasks.embed.models import Encoder
+    from irflow.tasks.systems.specs import DenseSpec
 
 
 @dataclass
@@ -104,7 +104,7 @@ class CacheBlocksIndex:
 def streamed_corpus(dataset: Dataset, spec: DenseSpec, model: Encoder) -> tuple[Embeddings, CacheBlocksIndex]:
     """The corpus side of ``dense_search`` for ``index=blocks``: an :class:`Embeddings` without its
     matrix (ids, key, folder, dimension) and the index that streams the vectors from the cache."""
-    from irflow.tasks.embed import role_texts
+    from irflow.tasks.embed.encode import role_texts
 
     ids, texts = role_texts(dataset, "document")
     prompt = model.prompt("document", spec.doc_prompt)

@@ -29,8 +29,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from irflow.tasks.atomic import atomic_path, write_json
-from irflow.tasks.schema import InputError, UnknownNameError
+from irflow.tasks.core.atomic import atomic_path, write_json
+from irflow.tasks.core.schema import InputError, UnknownNameError
 
 SEED = 1234
 """Seed of every k-means training (IVF coarse quantizer, PQ codebooks)."""
@@ -240,11 +240,11 @@ def build_index(
     n, d = vectors.shape
     p = resolve_params(kind, params, n, d)
     if kind == "chroma":
-        from irflow.tasks.vectordb import build_chroma_index
+        from irflow.tasks.index.chroma import build_chroma_index
 
         return build_chroma_index(vectors, p)
     if kind == "blocks":
-        from irflow.tasks.block_search import BlockIndex
+        from irflow.tasks.index.blocks import BlockIndex
 
         return BlockIndex(vectors, p["block_size"])
     return _build_faiss(vectors, kind, p, cache_dir)

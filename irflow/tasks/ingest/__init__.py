@@ -3,7 +3,7 @@
 Names: ``techdocs`` (the embedded demo), ``beir/<name>`` (downloaded on first use),
 ``beir/cqadupstack/<forum>``, or the one-segment name given at import. Public functions:
 
-* :func:`load_dataset` — the canonical :class:`~irflow.tasks.schema.Dataset` of a name and split,
+* :func:`load_dataset` — the canonical :class:`~irflow.tasks.core.schema.Dataset` of a name and split,
   ingesting (and downloading) on first use; later calls read the stored Parquet only.
 * :func:`import_dataset` — ingest a local source under a name, replacing the dataset of that name.
 * :func:`list_datasets`, :func:`dataset_info`, :func:`check_name`, :func:`default_split`.
@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from irflow.tasks.config import package_data
+from irflow.tasks.core.config import package_data
+from irflow.tasks.core.schema import Dataset, InputError, UnknownNameError
 from irflow.tasks.ingest import beir, canonical, clicks, custom, msmarco, querylog, store
-from irflow.tasks.schema import Dataset, InputError, UnknownNameError
 
 EMBEDDED = {"techdocs": package_data("datasets", "techdocs")}
 FORMATS = ("beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels", "clicks", "sheet", "querylog")
@@ -264,7 +264,7 @@ def _import_builder(
             return canonical.build_dataset(folder, name, parsed.corpus_source(), [parsed.split(wanted)], graded)
         assert base is not None
         if fmt == "sheet":
-            from irflow.tasks.pool import sheet_over_base
+            from irflow.tasks.evalsets.pool import sheet_over_base
 
             corpus, split_source, provenance = sheet_over_base(path, base, wanted)
         elif fmt == "clicks":

@@ -39,13 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from irflow.tasks.atomic import clean_stale, file_lock, temp_name, write_json
-from irflow.tasks.config import beir_base_url, cache_dir, package_data
+from irflow.tasks.core.atomic import clean_stale, file_lock, temp_name, write_json
+from irflow.tasks.core.config import beir_base_url, cache_dir, package_data
+from irflow.tasks.core.progress import Progress
+from irflow.tasks.core.schema import DownloadError, InputError, UnknownNameError
 from irflow.tasks.ingest.canonical import CorpusSource, SplitSource
 from irflow.tasks.ingest.readers import iter_jsonl, read_qrels, require_id, require_text
 from irflow.tasks.ingest.records import DocRecord
-from irflow.tasks.progress import Progress
-from irflow.tasks.schema import DownloadError, InputError, UnknownNameError
 
 log = logging.getLogger(__name__)
 

@@ -41,8 +41,9 @@ from typing import Any
 
 import pandas as pd
 
-from irflow.tasks.atomic import write_json
-from irflow.tasks.config import irflow_version
+from irflow.tasks.core.atomic import write_json
+from irflow.tasks.core.config import irflow_version
+from irflow.tasks.core.schema import InputError
 from irflow.tasks.ingest.qrels import clean_qrels
 from irflow.tasks.ingest.records import (
     DocRecord,
@@ -53,7 +54,6 @@ from irflow.tasks.ingest.records import (
     unicode_error,
 )
 from irflow.tasks.ingest.store import check_split
-from irflow.tasks.schema import InputError
 
 log = logging.getLogger(__name__)
 

@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.ingest.canonical import CorpusSource, SplitSource
 from irflow.tasks.ingest.custom import base_corpus, base_provenance, base_queries
 from irflow.tasks.ingest.readers import fail_at_row, integer_column, read_log_table
-from irflow.tasks.schema import Dataset, InputError
 
 THRESHOLDS = (0.5, 0.25, 0.1)  # γ for grades 3, 2, 1
 MIN_IMPRESSIONS = 10

@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.ingest.canonical import CorpusSource, SplitSource
 from irflow.tasks.ingest.readers import (
     iter_jsonl,
@@ -36,7 +37,6 @@ from irflow.tasks.ingest.readers import (
     require_text,
 )
 from irflow.tasks.ingest.records import DocRecord, QueryRecord, is_missing
-from irflow.tasks.schema import Dataset, InputError
 
 DEFAULT_GRADE_THRESHOLDS = (0.5, 0.25, 0.1)
 _DEFAULTS = {

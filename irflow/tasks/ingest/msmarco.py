@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from irflow.tasks.core.schema import InputError, UnknownNameError
 from irflow.tasks.ingest.canonical import CorpusSource, SplitSource
 from irflow.tasks.ingest.readers import iter_lines, read_qrels
 from irflow.tasks.ingest.records import DocRecord
-from irflow.tasks.schema import InputError, UnknownNameError
 
 DEFAULT_SPLIT = "dev"
 

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from irflow.tasks.core.schema import InputError
 from irflow.tasks.ingest.records import MAX_GRADE, MIN_GRADE, QrelRow, unicode_error
-from irflow.tasks.schema import InputError
 
 log = logging.getLogger(__name__)
 

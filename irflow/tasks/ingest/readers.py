@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
+from irflow.tasks.core.schema import InputError
 from irflow.tasks.ingest.records import MAX_GRADE, MIN_GRADE
-from irflow.tasks.schema import InputError
 
 
 def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:

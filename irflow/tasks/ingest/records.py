@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from irflow.tasks.schema import InputError
+from irflow.tasks.core.schema import InputError
 
 MIN_GRADE = 0
 MAX_GRADE = 1000

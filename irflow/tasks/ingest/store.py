@@ -6,7 +6,7 @@ BEIR catalog's names (``beir/<name>``, ``beir/cqadupstack/<forum>``) have more, 
 checks those against the catalog. So no name can reach into, replace or shadow another's folder.
 
 A dataset is written whole: built in a temporary folder beside its final place, then published by
-one rename (:func:`irflow.tasks.atomic.replace_dir`). Two locks per name, in ``datasets/.locks/``:
+one rename (:func:`irflow.tasks.core.atomic.replace_dir`). Two locks per name, in ``datasets/.locks/``:
 
 * ``<name>.build`` — exclusive while one process builds the dataset, so concurrent ingestions of
   the same name run one after the other (the later ones then find it stored);
@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from irflow.tasks.atomic import file_lock, publish_dir, temp_dir
-from irflow.tasks.config import cache_dir
-from irflow.tasks.schema import Dataset, InputError, UnknownNameError
+from irflow.tasks.core.atomic import file_lock, publish_dir, temp_dir
+from irflow.tasks.core.config import cache_dir
+from irflow.tasks.core.schema import Dataset, InputError, UnknownNameError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

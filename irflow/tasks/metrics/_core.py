@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.schema import InputError
+from irflow.tasks.core.schema import InputError
 
 PAD = -1  # grade of a padding cell and of a retrieved-but-unjudged document
 

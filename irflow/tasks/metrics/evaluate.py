@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.schema import InputError
+from irflow.tasks.core.schema import InputError
 
 from ._core import build_ranking
 from .measures import FAMILIES, Family, Measure, parse_measures

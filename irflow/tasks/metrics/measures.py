@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from irflow.tasks.schema import UnknownNameError
+from irflow.tasks.core.schema import UnknownNameError
 
 from ._core import Ranking
 

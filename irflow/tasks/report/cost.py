@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from irflow.tasks.report_data import ReportData
-from irflow.tasks.report_format import img, md_table, ms
+from irflow.tasks.report.data import ReportData
+from irflow.tasks.report.format import img, md_table, ms
 
 
 def _seconds(c: Mapping[str, Any], key: str, stage: str) -> str:
@@ -207,7 +207,7 @@ def torch_fp32_twin(system: str) -> str | None:
     ``system`` is not a dense or rerank system with other encoder options."""
     import dataclasses
 
-    from irflow.tasks.systems import DenseSpec, RerankSpec, parse_system
+    from irflow.tasks.systems.specs import DenseSpec, RerankSpec, parse_system
 
     spec = parse_system(system)
     default = ("torch", None, "fp32")

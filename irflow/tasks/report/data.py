@@ -9,11 +9,12 @@ from typing import Any
 
 import pandas as pd
 
-from irflow.tasks import analysis, plots
+from irflow.tasks.compare import analysis
+from irflow.tasks.compare.significance import compare_all, compare_systems
+from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.metrics import parse_measure
-from irflow.tasks.results import StoredResults
-from irflow.tasks.schema import Dataset, InputError
-from irflow.tasks.significance import compare_all, compare_systems
+from irflow.tasks.report import plots
+from irflow.tasks.report.results import StoredResults
 
 HEADLINE = "nDCG@10"  # the headline metric when computed; otherwise the first one
 ANALYSIS_DEPTH = 10  # top-k of the document-type and length analyses

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from irflow.tasks.significance import format_p
+from irflow.tasks.compare.significance import format_p
 
 
 def num(x: Any, digits: int = 4) -> str:

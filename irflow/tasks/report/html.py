@@ -22,8 +22,8 @@ from typing import Any
 
 import pandas as pd
 
-from irflow.tasks import analysis
-from irflow.tasks.report_data import ReportData
+from irflow.tasks.compare import analysis
+from irflow.tasks.report.data import ReportData
 
 DRILL_DEPTH = 10  # ranks shown per system in the drill-down
 MAX_DRILL_QUERIES = 2000  # queries with rankings embedded (most different first); keeps the page small

@@ -1,4 +1,4 @@
-"""report.md: the Markdown a person reads, section by section, from :class:`~irflow.tasks.report_data.ReportData`."""
+"""report.md: the Markdown a person reads, section by section, from :class:`~irflow.tasks.report.data.ReportData`."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 import pandas as pd
 
 from irflow.tasks.ingest.qrels import describe_missing_documents
-from irflow.tasks.recommendations import recommendations_section
-from irflow.tasks.report_cost import cost_section
-from irflow.tasks.report_data import ReportData
-from irflow.tasks.report_format import cell, format_p, img, md_table, ms, num
-from irflow.tasks.report_significance import significance_section, summary_section
+from irflow.tasks.report.cost import cost_section
+from irflow.tasks.report.data import ReportData
+from irflow.tasks.report.format import cell, format_p, img, md_table, ms, num
+from irflow.tasks.report.recommendations import recommendations_section
+from irflow.tasks.report.significance import significance_section, summary_section
 
 
 def _simple_report(document: Mapping[str, Any]) -> list[str]:

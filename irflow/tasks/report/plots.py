@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.atomic import atomic_path
-from irflow.tasks.significance import format_p
+from irflow.tasks.compare.significance import format_p
+from irflow.tasks.core.atomic import atomic_path
 
 DPI = 110
 

@@ -6,9 +6,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from irflow.tasks.comparison_family import families
-from irflow.tasks.report_data import ReportData
-from irflow.tasks.significance import format_p as _p
+from irflow.tasks.compare.family import families
+from irflow.tasks.compare.significance import format_p as _p
+from irflow.tasks.report.data import ReportData
 
 
 def recommendations(document: Mapping[str, Any], data: ReportData) -> list[str]:

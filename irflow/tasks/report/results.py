@@ -1,6 +1,6 @@
 """Stored result folders: read one back, check that several are of the same dataset, combine them.
 
-A result folder (written by :func:`irflow.tasks.report.write_outputs`) holds ``metrics.json``,
+A result folder (written by :func:`irflow.tasks.report.write.write_outputs`) holds ``metrics.json``,
 ``per_query.parquet`` and ``runs/*.trec``; everything else in it is derived from those.
 """
 
@@ -13,9 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from irflow.tasks.runs import read_trec
-from irflow.tasks.schema import InputError
-from irflow.tasks.systems import as_spec
+from irflow.tasks.core.runs import read_trec
+from irflow.tasks.core.schema import InputError
+from irflow.tasks.systems.specs import as_spec
 
 
 @dataclass(frozen=True)

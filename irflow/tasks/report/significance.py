@@ -1,5 +1,5 @@
 """report.md's Summary and Significance sections: each comparison with the baseline, and the family
-its multiple-comparison correction runs over (:mod:`irflow.tasks.comparison_family`)."""
+its multiple-comparison correction runs over (:mod:`irflow.tasks.compare.family`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pandas as pd
 
-from irflow.tasks.comparison_family import families
-from irflow.tasks.report_data import ReportData
-from irflow.tasks.report_format import format_p, img, mark, md_table, ms, num, signed
+from irflow.tasks.compare.family import families
+from irflow.tasks.report.data import ReportData
+from irflow.tasks.report.format import format_p, img, mark, md_table, ms, num, signed
 
 
 def family_sentence(data: ReportData) -> str:

@@ -28,22 +28,22 @@ from typing import Any
 
 import pandas as pd
 
-from irflow.tasks.atomic import atomic_open, atomic_path, write_json
-from irflow.tasks.config import irflow_version
-from irflow.tasks.recommendations import recommendations
-from irflow.tasks.report_data import (
+from irflow.tasks.core.atomic import atomic_open, atomic_path, write_json
+from irflow.tasks.core.config import irflow_version
+from irflow.tasks.core.runs import write_trec
+from irflow.tasks.core.schema import Dataset, InputError, IrflowError
+from irflow.tasks.report.data import (
     ReportData,
     analyse,
     significance_options,
     significance_table,
     write_plots,
 )
-from irflow.tasks.report_html import html_report, query_view
-from irflow.tasks.report_markdown import markdown_report
-from irflow.tasks.results import StoredResults, check_same_dataset, combine_results, load_results
-from irflow.tasks.runs import write_trec
-from irflow.tasks.schema import Dataset, InputError, IrflowError
-from irflow.tasks.systems import as_spec
+from irflow.tasks.report.html import html_report, query_view
+from irflow.tasks.report.markdown import markdown_report
+from irflow.tasks.report.recommendations import recommendations
+from irflow.tasks.report.results import StoredResults, check_same_dataset, combine_results, load_results
+from irflow.tasks.systems.specs import as_spec
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from irflow.tasks.schema import RetrievalInfo, info_nodes
+from irflow.tasks.core.schema import RetrievalInfo, info_nodes
 
 
 def _leaves(info: RetrievalInfo) -> list[Mapping[str, Any]]:

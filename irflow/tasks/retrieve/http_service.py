@@ -1,10 +1,10 @@
 """``http:<url>``: a live search service in the loop. Each query is one request; the answer's hits are
-the ranking (see :mod:`irflow.tasks.external.http_options` for the request and answer shapes).
+the ranking (see :mod:`irflow.tasks.systems.http_options` for the request and answer shapes).
 
 A batch (the retrieval of every query) runs ``concurrency`` requests at a time; the latency stage
 sends one query at a time (p50/p95/p99 end to end) and then the load curve (queries/s and p95 at
 each level of ``load``). 429 and 5xx answers are retried (``retries``), waiting what ``Retry-After``
-says (:mod:`irflow.tasks.http_client`). The token named by ``auth_env`` is read from the environment
+says (:mod:`irflow.tasks.core.http_client`). The token named by ``auth_env`` is read from the environment
 when the system is prepared, sent in a header, and never stored, tracked or shown: error bodies that
 echo it are redacted.
 """
@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.external.http_options import HttpOptions, dense_spec, fill, resolve
-from irflow.tasks.external.ranking import add_counts, against_dataset, number
-from irflow.tasks.external.specs import HttpSpec
-from irflow.tasks.http_client import Call, KeepAliveClient, RetryPolicy, keep_alive_usable, redact
-from irflow.tasks.retrieve import Searcher
-from irflow.tasks.runs import order_run
-from irflow.tasks.schema import Dataset, InputError, IrflowError
+from irflow.tasks.core.http_client import Call, KeepAliveClient, RetryPolicy, keep_alive_usable, redact
+from irflow.tasks.core.runs import order_run
+from irflow.tasks.core.schema import Dataset, InputError, IrflowError
+from irflow.tasks.retrieve.ranking import add_counts, against_dataset, number
+from irflow.tasks.retrieve.searchers import Searcher
+from irflow.tasks.systems.external import HttpSpec
+from irflow.tasks.systems.http_options import HttpOptions, dense_spec, fill, resolve
 
 
 class ServiceError(IrflowError):
@@ -88,7 +88,7 @@ class HttpSearcher(Searcher[HttpSpec]):
         )
         self._dense: Any = None
         if self.options.model:  # the request carries the query vector: irflow embeds the queries
-            from irflow.tasks.embed import api_spent, model_for
+            from irflow.tasks.embed.encode import api_spent, model_for
 
             self._dense = dense_spec(self.options.model)
             self._model = model_for(self._dense)
@@ -103,14 +103,14 @@ class HttpSearcher(Searcher[HttpSpec]):
         if self._dense is None:
             return [None] * len(texts)
         if queries is not None and queries is self.dataset.queries:
-            from irflow.tasks.embed import embed_queries
+            from irflow.tasks.embed.encode import embed_queries
 
             embedded = embed_queries(self.dataset, self._dense, model=self._model)
             self.info["queries_encoded"] = int(self.info.get("queries_encoded", 0)) + embedded.encoded
             by_id = dict(zip(embedded.ids, embedded.vectors))
             vectors = [by_id[q] for q in queries["query_id"].astype(str)]
         else:
-            from irflow.tasks.models import encode
+            from irflow.tasks.embed.models import encode
 
             d = self._dense
             with self._encoding:  # one model instance, one encode at a time (the load curve calls from threads)

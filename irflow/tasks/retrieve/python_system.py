@@ -30,12 +30,12 @@ from typing import Any
 
 import pandas as pd
 
-from irflow.tasks.external.plugins import load_kind
-from irflow.tasks.external.ranking import add_counts, against_dataset, ranked_lists
-from irflow.tasks.external.specs import PluginSpec
-from irflow.tasks.retrieve import Searcher
-from irflow.tasks.runs import order_run
-from irflow.tasks.schema import Dataset, InputError, IrflowError
+from irflow.tasks.core.runs import order_run
+from irflow.tasks.core.schema import Dataset, InputError, IrflowError
+from irflow.tasks.retrieve.ranking import add_counts, against_dataset, ranked_lists
+from irflow.tasks.retrieve.searchers import Searcher
+from irflow.tasks.systems.external import PluginSpec
+from irflow.tasks.systems.plugins import load_kind
 
 PROTOCOL = "an object with search(queries, k) -> one ranked list per query, and optionally index(corpus)"
 _PREPARED: OrderedDict[tuple[str, str, str, str], tuple[Any, dict[str, Any]]] = OrderedDict()

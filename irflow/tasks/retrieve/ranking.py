@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.runs import has_duplicates
-from irflow.tasks.schema import Dataset, InputError
+from irflow.tasks.core.runs import has_duplicates
+from irflow.tasks.core.schema import Dataset, InputError
 
 COUNTS = ("unknown_queries", "unknown_documents", "dropped_hits", "queries_without_hits")
 

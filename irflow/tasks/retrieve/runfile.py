@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.external.ranking import against_dataset
-from irflow.tasks.external.specs import RunSpec
-from irflow.tasks.retrieve import Searcher
-from irflow.tasks.runs import has_duplicates, order_run, parse_trec
-from irflow.tasks.schema import Dataset, InputError
+from irflow.tasks.core.runs import has_duplicates, order_run, parse_trec
+from irflow.tasks.core.schema import Dataset, InputError
+from irflow.tasks.retrieve.ranking import against_dataset
+from irflow.tasks.retrieve.searchers import Searcher
+from irflow.tasks.systems.external import RunSpec
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,11 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import pandas as pd
 
-from irflow.tasks import latency
-from irflow.tasks.external.specs import HttpSpec, PluginSpec, RunSpec
-from irflow.tasks.runs import DEFAULT_DEPTH, drop_identical_ids, empty_run, order_run, validate_depth
-from irflow.tasks.schema import Dataset, RetrievalInfo, info_nodes
-from irflow.tasks.systems import BM25Spec, DenseSpec, HybridSpec, RerankSpec, SystemSpec, as_spec, leaves
+from irflow.tasks.core.runs import DEFAULT_DEPTH, drop_identical_ids, empty_run, order_run, validate_depth
+from irflow.tasks.core.schema import Dataset, RetrievalInfo, info_nodes
+from irflow.tasks.retrieve import latency
+from irflow.tasks.systems.external import HttpSpec, PluginSpec, RunSpec
+from irflow.tasks.systems.specs import BM25Spec, DenseSpec, HybridSpec, RerankSpec, SystemSpec, as_spec, leaves
 
 FIRST_STAGE_DEPTH = 100  # a hybrid fuses, and a rerank reads, at least this deep
 
@@ -188,7 +188,7 @@ def retrieval_costs(info: RetrievalInfo, encodes: Sequence[Mapping[str, Any]] = 
     """What a retrieval's info adds to its system's cost block: :func:`index_recall`, API costs (with
     those of the corpus ``encodes`` of the embed stage), and the hits of unknown queries and documents
     that external systems dropped (summed over the systems inside it)."""
-    from irflow.tasks.external.ranking import COUNTS
+    from irflow.tasks.retrieve.ranking import COUNTS
 
     out: dict[str, float] = {**index_recall(info), **api_costs(info, encodes)}
     for key in COUNTS:
@@ -351,15 +351,15 @@ def make_searcher(dataset: Dataset, spec: SystemSpec, *, online: bool = False) -
     if isinstance(spec, RerankSpec):
         return _Rerank(dataset, spec, make_searcher(dataset, spec.first_stage, online=online))
     if isinstance(spec, RunSpec):
-        from irflow.tasks.external.runfile import RunFileSearcher
+        from irflow.tasks.retrieve.runfile import RunFileSearcher
 
         return RunFileSearcher(dataset, spec)
     if isinstance(spec, PluginSpec):
-        from irflow.tasks.external.python_system import PluginSearcher
+        from irflow.tasks.retrieve.python_system import PluginSearcher
 
         return PluginSearcher(dataset, spec)
     if isinstance(spec, HttpSpec):
-        from irflow.tasks.external.http_service import HttpSearcher
+        from irflow.tasks.retrieve.http_service import HttpSearcher
 
         return HttpSearcher(dataset, spec)
     raise TypeError(f"not a system spec: {spec!r}")
@@ -367,7 +367,7 @@ def make_searcher(dataset: Dataset, spec: SystemSpec, *, online: bool = False) -
 
 class _BM25(Searcher[BM25Spec]):
     def __init__(self, dataset: Dataset, spec: BM25Spec) -> None:
-        from irflow.tasks import bm25
+        from irflow.tasks.index import bm25
 
         super().__init__(dataset, spec)
         self.index = bm25.load_index(dataset, spec)
@@ -394,7 +394,7 @@ class _DenseBatch(Searcher[DenseSpec]):
     """All of the dataset's queries at once through ``tasks.embed.dense_search`` (query vectors cached)."""
 
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
-        from irflow.tasks import embed
+        from irflow.tasks.embed import encode as embed
 
         if queries is not self.dataset.queries:
             raise ValueError("the batch dense searcher runs the dataset's own queries; use online=True")
@@ -407,8 +407,8 @@ class _DenseOnline(Searcher[DenseSpec]):
     """Corpus vectors and index prepared once; each call encodes its queries (latency measurement)."""
 
     def __init__(self, dataset: Dataset, spec: DenseSpec) -> None:
-        from irflow.tasks.embed import api_spent, embed_corpus, model_for
-        from irflow.tasks.index import build_index
+        from irflow.tasks.embed.encode import api_spent, embed_corpus, model_for
+        from irflow.tasks.index.faiss_index import build_index
 
         super().__init__(dataset, spec)
         self.model = model_for(spec)
@@ -424,7 +424,7 @@ class _DenseOnline(Searcher[DenseSpec]):
         )
 
     def _encode_search(self, texts: list[str], depth: int) -> tuple[np.ndarray, np.ndarray]:
-        from irflow.tasks.models import encode
+        from irflow.tasks.embed.models import encode
 
         spec = self.spec
         vectors = encode(
@@ -487,7 +487,7 @@ class _Hybrid(Searcher[HybridSpec]):
 
 class _Rerank(Searcher[RerankSpec]):
     def __init__(self, dataset: Dataset, spec: RerankSpec, first_stage: Searcher[Any]) -> None:
-        from irflow.tasks.embed import document_texts
+        from irflow.tasks.embed.encode import document_texts
 
         super().__init__(dataset, spec)
         self.first_stage = first_stage
@@ -496,7 +496,7 @@ class _Rerank(Searcher[RerankSpec]):
         self.info.update(first_stage=first_stage.info, rerank_model=spec.model, rerank_top=spec.top)
 
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
-        from irflow.tasks import models
+        from irflow.tasks.embed import models
 
         spec = self.spec
         run = self.first_stage(queries, max(depth, spec.top))

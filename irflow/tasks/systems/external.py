@@ -1,7 +1,7 @@
 """System specs of systems built elsewhere: ``run:<path>``, ``python:<module>:<callable>`` (and the
 kinds of the ``irflow.systems`` entry-point group), ``http:<url>``.
 
-They share the grammar, canonical strings and slugs of :mod:`irflow.tasks.systems` (whose parser
+They share the grammar, canonical strings and slugs of :mod:`irflow.tasks.systems.specs` (whose parser
 builds them through :func:`parse_external`); they live here because that module must not import them.
 """
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from irflow.tasks.schema import InputError
-from irflow.tasks.systems import SystemSpec, _body, _error, _paren, _Spec, _take, _unknown_kind
+from irflow.tasks.core.schema import InputError
+from irflow.tasks.systems.specs import SystemSpec, _body, _error, _paren, _Spec, _take, _unknown_kind
 
 RUN_HASH_LENGTH = 16  # hex digits of the file's sha256 in a run: spec
 _DIGESTS: dict[tuple[str, int, int, int], str] = {}  # (path, size, mtime_ns, inode) -> sha256
@@ -72,7 +72,7 @@ class PluginSpec(_Spec):
     kind: ClassVar[str] = "plugin"
 
     def __post_init__(self) -> None:
-        from irflow.tasks.external.plugins import installed_kinds
+        from irflow.tasks.systems.plugins import installed_kinds
 
         self._set("plugin", str(self.plugin).strip().lower())
         if self.plugin not in installed_kinds():
@@ -101,14 +101,14 @@ class PluginSpec(_Spec):
 @dataclass(frozen=True)
 class HttpSpec(_Spec):
     """A live search service: each query is sent to ``url``; ``options`` (sorted ``(key, value)``
-    pairs, defaults left out) say how (``irflow.tasks.external.http_options``)."""
+    pairs, defaults left out) say how (``irflow.tasks.systems.http_options``)."""
 
     url: str
     options: tuple[tuple[str, str], ...] = ()
     kind: ClassVar[str] = "http"
 
     def __post_init__(self) -> None:
-        from irflow.tasks.external import http_options
+        from irflow.tasks.systems import http_options
 
         self._set("url", http_options.check_url(str(self.url)))
         options = dict(self.options)

@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from irflow.tasks.external.http_presets import PRESETS, VECTOR_PRESETS, check_preset, preset_defaults, preset_template
-from irflow.tasks.schema import InputError, UnknownNameError
+from irflow.tasks.core.schema import InputError, UnknownNameError
+from irflow.tasks.systems.http_presets import PRESETS, VECTOR_PRESETS, check_preset, preset_defaults, preset_template
 
 DEFAULTS = {
     "preset": "default",
@@ -111,7 +111,7 @@ def placeholders(body: Any) -> set[str]:
 def _model(value: str) -> str:
     """The canonical form of ``model=``: the resolved model name, or ``dense(<options>):<model>`` when it
     carries encoding options; the index options of a dense spec do not apply (the service searches)."""
-    from irflow.tasks.systems import DenseSpec, parse_system
+    from irflow.tasks.systems.specs import DenseSpec, parse_system
 
     text = value.strip()
     try:
@@ -127,7 +127,7 @@ def _model(value: str) -> str:
 
 def dense_spec(model: str) -> Any:
     """The ``DenseSpec`` of a canonical ``model`` option (the model, prompts and encoding options)."""
-    from irflow.tasks.systems import DenseSpec, parse_system
+    from irflow.tasks.systems.specs import DenseSpec, parse_system
 
     return parse_system(model) if re.match(r"dense\s*[(:]", model) else DenseSpec(model=model)
 

@@ -7,7 +7,7 @@ A package registers a kind in its metadata::
 
 and ``mykind(opt=1):target`` then works wherever a system spec does. The entry point is a factory
 ``make_retriever(target: str, **options) -> retriever``; the retriever follows the protocol of
-:mod:`irflow.tasks.external.python_system` (``search(queries, k)``, optionally ``index(corpus)``).
+:mod:`irflow.tasks.retrieve.python_system` (``search(queries, k)``, optionally ``index(corpus)``).
 The built-in ``python`` kind is such a factory too and is resolved through the same table; a
 package cannot shadow a built-in kind.
 """
@@ -22,8 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 GROUP = "irflow.systems"
-BUILTIN_KINDS = ("bm25", "dense", "hybrid", "rerank", "run", "http")  # parsed by irflow.tasks.systems itself
-BUILTIN_PLUGINS = {"python": "irflow.tasks.external.python_system:python_kind"}
+BUILTIN_KINDS = ("bm25", "dense", "hybrid", "rerank", "run", "http")  # parsed by irflow.tasks.systems.specs itself
+BUILTIN_PLUGINS = {"python": "irflow.tasks.retrieve.python_system:python_kind"}
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def plugin_names() -> list[str]:
 
 def load_kind(name: str) -> Callable[..., Any]:
     """The factory of a plugin kind; a broken entry point fails naming it."""
-    from irflow.tasks.schema import InputError, UnknownNameError
+    from irflow.tasks.core.schema import InputError, UnknownNameError
 
     value = installed_kinds().get(name)
     if value is None:

@@ -45,10 +45,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, ClassVar, Union
 
-from irflow.tasks.schema import InputError, UnknownNameError
+from irflow.tasks.core.schema import InputError, UnknownNameError
 
 if TYPE_CHECKING:
-    from irflow.tasks.external.specs import HttpSpec, PluginSpec, RunSpec
+    from irflow.tasks.systems.external import HttpSpec, PluginSpec, RunSpec
 
 MODEL_ALIASES: dict[str, str] = {
     "minilm": "sentence-transformers/all-MiniLM-L6-v2",
@@ -232,7 +232,7 @@ class DenseSpec(_Spec):
     kind: ClassVar[str] = "dense"
 
     def __post_init__(self) -> None:
-        from irflow.tasks import api_embed
+        from irflow.tasks.embed import api as api_embed
 
         self._set("model", _resolve_model(self.model))
         if api_embed.is_api_model(self.model):
@@ -304,7 +304,7 @@ class RerankSpec(_Spec):
     kind: ClassVar[str] = "rerank"
 
     def __post_init__(self) -> None:
-        from irflow.tasks.api_embed import is_api_model
+        from irflow.tasks.embed.api import is_api_model
 
         self._set("model", _resolve_model(self.model))
         if is_api_model(self.model):
@@ -339,7 +339,7 @@ def _check_encoder(spec: DenseSpec | RerankSpec) -> None:
 
 
 def _unknown_kind(kind: str) -> Exception:
-    from irflow.tasks.external.plugins import plugin_names
+    from irflow.tasks.systems.plugins import plugin_names
 
     plugins = ", ".join(plugin_names()) or "(none installed)"
     return _error(
@@ -349,7 +349,7 @@ def _unknown_kind(kind: str) -> Exception:
     )
 
 
-# Systems built elsewhere live in irflow.tasks.external.specs (they import this module, not the reverse).
+# Systems built elsewhere live in irflow.tasks.systems.external (they import this module, not the reverse).
 SystemSpec = Union[BM25Spec, DenseSpec, HybridSpec, RerankSpec, "RunSpec", "PluginSpec", "HttpSpec"]
 FirstStageSpec = Union[BM25Spec, DenseSpec, "RunSpec", "PluginSpec", "HttpSpec"]  # ranks documents itself
 
@@ -425,7 +425,7 @@ def format_system(spec: SystemSpec) -> str:
     if isinstance(spec, RerankSpec):
         pairs = [(k, str(v)) for k, v in _non_default(spec, ("top", *ENCODER_OPTIONS))]
         return f"rerank{_paren(pairs)}:{spec.model}@{spec.first_stage}"
-    if isinstance(spec, _Spec) and hasattr(spec, "canonical"):  # irflow.tasks.external.specs
+    if isinstance(spec, _Spec) and hasattr(spec, "canonical"):  # irflow.tasks.systems.external
         return str(spec.canonical())
     raise TypeError(f"not a system spec: {spec!r}")
 
@@ -546,7 +546,7 @@ def _parse(text: str, base: str | os.PathLike[str] | None = None) -> SystemSpec:
     head = _HEAD.match(text)
     kind = head.group(1).lower() if head else ""
     if kind not in KINDS:
-        from irflow.tasks.external.plugins import installed_kinds
+        from irflow.tasks.systems.plugins import installed_kinds
 
         if not kind or kind not in installed_kinds():
             raise _unknown_kind(kind or text)
@@ -565,7 +565,7 @@ def _parse(text: str, base: str | os.PathLike[str] | None = None) -> SystemSpec:
     rest = text[i + 1 :] if i < len(text) else None
 
     if kind not in ("bm25", "dense", "hybrid", "rerank"):
-        from irflow.tasks.external.specs import parse_external
+        from irflow.tasks.systems.external import parse_external
 
         return parse_external(kind, options, _parse_body(rest) if rest is not None else "", base)
     if kind == "bm25":
@@ -579,7 +579,7 @@ def _parse(text: str, base: str | os.PathLike[str] | None = None) -> SystemSpec:
         example = {"dense": "dense:minilm", "hybrid": "hybrid:bm25+dense:minilm", "rerank": "rerank:minilm@bm25"}
         raise _error(f"{kind} needs a body after ':', e.g. {example[kind]}")
     if kind == "dense":
-        from irflow.tasks.api_embed import API_OPTIONS, is_api_model
+        from irflow.tasks.embed.api import API_OPTIONS, is_api_model
 
         index = options.pop("index", "flat")
         _choice("index", index, tuple(INDEX_PARAMS))

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from irflow.tasks.tracking_store import (
+from irflow.tasks.tracking.store import (
     DEFAULT_EXPERIMENT,
     Tracker,
     TrackingError,

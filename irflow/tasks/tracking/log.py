@@ -36,10 +36,10 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from irflow.tasks.schema import IrflowError, MetricsDocument, RetrievalInfo
-from irflow.tasks.systems import as_spec, walk
-from irflow.tasks.tracking_check import check_tracking
-from irflow.tasks.tracking_params import (
+from irflow.tasks.core.schema import IrflowError, MetricsDocument, RetrievalInfo
+from irflow.tasks.systems.specs import as_spec, walk
+from irflow.tasks.tracking.check import check_tracking
+from irflow.tasks.tracking.params import (
     common_params,
     comparison_metrics,
     dataset_params,
@@ -50,8 +50,8 @@ from irflow.tasks.tracking_params import (
     system_params,
     texts_encoded,
 )
-from irflow.tasks.tracking_read import Snapshot, snapshot
-from irflow.tasks.tracking_store import (
+from irflow.tasks.tracking.read import Snapshot, snapshot
+from irflow.tasks.tracking.store import (
     DEFAULT_EXPERIMENT,
     KIND,
     Tracker,
@@ -60,7 +60,7 @@ from irflow.tasks.tracking_store import (
     redact,
     tracking_uri,
 )
-from irflow.tasks.tracking_view import save_headline_view, view_url
+from irflow.tasks.tracking.view import save_headline_view, view_url
 
 RESULT_FILES = ("metrics.json", "per_query.parquet", "significance.csv", "report.md", "report.html")
 RESULT_DIRS = ("runs", "plots")

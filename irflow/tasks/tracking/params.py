@@ -16,11 +16,11 @@ from typing import Any
 
 import pandas as pd
 
-from irflow.tasks.config import irflow_version, source_root
-from irflow.tasks.external.specs import HttpSpec, PluginSpec, RunSpec
+from irflow.tasks.core.config import irflow_version, source_root
+from irflow.tasks.core.schema import DatasetSummary, IrflowError, RetrievalInfo, info_nodes
 from irflow.tasks.metrics import parse_measure
-from irflow.tasks.schema import DatasetSummary, IrflowError, RetrievalInfo, info_nodes
-from irflow.tasks.systems import BM25Spec, DenseSpec, HybridSpec, RerankSpec, as_spec, walk
+from irflow.tasks.systems.external import HttpSpec, PluginSpec, RunSpec
+from irflow.tasks.systems.specs import BM25Spec, DenseSpec, HybridSpec, RerankSpec, as_spec, walk
 
 COST_METRICS = (
     "p50_ms",
@@ -71,8 +71,8 @@ def metric_key(metric: str) -> str:
 
 def model_identity(model: str) -> str:
     """``hf:<name>@<commit>`` or ``sha256:<weights and configs>`` of a model, "unresolved" if it cannot be found."""
-    from irflow.tasks.api_embed import is_api_model
-    from irflow.tasks.models import resolve_model
+    from irflow.tasks.embed.api import is_api_model
+    from irflow.tasks.embed.models import resolve_model
 
     if is_api_model(model):
         return model  # the endpoint and dimensions come from the retrieval's info (model_identity)

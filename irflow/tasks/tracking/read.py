@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from irflow.tasks.tracking_store import KIND, Tracker, TrackingError, error_text, redact
+from irflow.tasks.tracking.store import KIND, Tracker, TrackingError, error_text, redact
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from irflow.tasks.schema import IrflowError
-from irflow.tasks.tracking_params import mlflow_key
+from irflow.tasks.core.schema import IrflowError
+from irflow.tasks.tracking.params import mlflow_key
 
 DEFAULT_EXPERIMENT = "irflow"
 DEFAULT_DB = Path("mlruns") / "mlflow.db"  # in the working directory, as MLflow itself defaults

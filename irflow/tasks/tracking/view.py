@@ -23,7 +23,7 @@ import time
 import zlib
 from typing import Any
 
-from irflow.tasks.tracking_store import Tracker, split_credentials
+from irflow.tasks.tracking.store import Tracker, split_credentials
 
 VIEW_ID = "irflow-headline"
 VIEW_NAME = "irflow headline"
