@@ -32,8 +32,9 @@ import torch  # noqa: E402
 from _scifact import scifact  # noqa: E402
 
 from irflow.tasks.core.atomic import write_json  # noqa: E402
-from irflow.tasks.embed.encode import document_texts  # noqa: E402
-from irflow.tasks.embed.models import encode, resolve_model, with_encoder  # noqa: E402
+from irflow.tasks.embed.inference import encode  # noqa: E402
+from irflow.tasks.embed.models import resolve_model, with_encoder  # noqa: E402
+from irflow.tasks.embed.vectors import document_texts  # noqa: E402
 from irflow.tasks.systems.specs import parse_system  # noqa: E402
 
 SYSTEMS = {

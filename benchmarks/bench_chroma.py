@@ -82,7 +82,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ["IRFLOW_CACHE_DIR"] = str(args.cache)
 
-    from irflow.tasks.embed import encode as embed
+    from irflow.tasks.embed import vectors as embed
     from irflow.tasks.index.faiss_index import build_index
     from irflow.tasks.ingest import import_dataset, load_dataset
     from irflow.tasks.metrics import evaluate, mean

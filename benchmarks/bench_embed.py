@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 
 from irflow.tasks.core.atomic import write_json  # noqa: E402
 from irflow.tasks.embed import cache as embed_cache  # noqa: E402
-from irflow.tasks.embed import models  # noqa: E402
+from irflow.tasks.embed import inference, models  # noqa: E402
 
 SHARED = Path(os.environ.get("IRFLOW_SHARED_DIR") or ROOT.parent / "shared")
 
@@ -70,7 +70,7 @@ def main() -> None:
 
     scratch = tempfile.TemporaryDirectory()
     inner = {"seconds": 0.0}
-    model_encode = models.encode
+    model_encode = inference.encode
 
     def timed_encode(*a, **kw):  # the model call inside the pipeline: the rest is pipeline overhead
         start = time.perf_counter()

@@ -66,8 +66,8 @@ def bare_dense(dataset: Any) -> Callable[[str, int], Any]:
     import faiss
     from sentence_transformers import SentenceTransformer
 
-    from irflow.tasks.embed.encode import document_texts
     from irflow.tasks.embed.models import resolve_model
+    from irflow.tasks.embed.vectors import document_texts
 
     model = SentenceTransformer(resolve_model("minilm").path, device="cpu")
     vectors = model.encode(document_texts(dataset.corpus), normalize_embeddings=True, convert_to_numpy=True)

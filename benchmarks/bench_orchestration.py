@@ -219,7 +219,7 @@ def main() -> None:
             irflow_cmd = [
                 sys.executable,
                 "-m",
-                "irflow.cli.main",
+                "irflow.cli",
                 "run",
                 "--dataset",
                 dataset,

@@ -1,4 +1,4 @@
-"""Reranking on the encoding backends: the real rerank path (``models.score_pairs_many`` with the spec's
+"""Reranking on the encoding backends: the real rerank path (``inference.score_pairs_many`` with the spec's
 options, as ``rerank(...):<model>@bm25`` runs it) over SciFact's BM25 candidates.
 
 * Bi-encoder rerank (all-MiniLM-L6-v2's cosine): speed and nDCG@10 of torch fp32, onnx int8, openvino
@@ -41,7 +41,8 @@ from _scifact import scifact  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
 from irflow.tasks.core.atomic import write_json  # noqa: E402
-from irflow.tasks.embed.models import resolve_model, score_pairs_many  # noqa: E402
+from irflow.tasks.embed.inference import score_pairs_many  # noqa: E402
+from irflow.tasks.embed.models import resolve_model  # noqa: E402
 from irflow.tasks.index import bm25  # noqa: E402
 from irflow.tasks.metrics import evaluate, mean, parse_measures  # noqa: E402
 from irflow.tasks.systems.specs import parse_system  # noqa: E402

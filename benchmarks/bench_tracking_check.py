@@ -100,7 +100,7 @@ def main() -> None:
             check_s = time.perf_counter() - started
             started = time.perf_counter()
             done = subprocess.run(
-                [sys.executable, "-m", "irflow.cli.main", "run", "--system", "bm25", "--output", str(folder / "out")],
+                [sys.executable, "-m", "irflow.cli", "run", "--system", "bm25", "--output", str(folder / "out")],
                 env={**env, "MLFLOW_TRACKING_URI": uri},
                 capture_output=True,
                 text=True,

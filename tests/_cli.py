@@ -12,9 +12,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def irflow(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m irflow.cli.main ARGS`` with ``env``; stdout and stderr captured as text."""
+    """Run ``python -m irflow.cli ARGS`` with ``env``; stdout and stderr captured as text."""
     return subprocess.run(
-        [sys.executable, "-m", "irflow.cli.main", *args],
+        [sys.executable, "-m", "irflow.cli", *args],
         env=env,
         capture_output=True,
         text=True,

@@ -34,7 +34,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 def irflow(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "irflow.cli.main", *args],
+        [sys.executable, "-m", "irflow.cli", *args],
         env=env,
         cwd=ROOT,
         capture_output=True,

@@ -256,7 +256,7 @@ def test_answers_are_checked_and_normalised(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_api_specs_identity_and_price(monkeypatch: pytest.MonkeyPatch) -> None:
-    from irflow.tasks.embed.encode import model_for
+    from irflow.tasks.embed.vectors import model_for
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     spec = parse_system("dense(dimensions=256,rpm=500,concurrency=8):openai:text-embedding-3-small")

@@ -10,7 +10,8 @@ import pytest
 
 from irflow.tasks.core.schema import InputError, UnknownNameError
 from irflow.tasks.embed import backends, exports
-from irflow.tasks.embed.models import BackendUnavailableError, encode, resolve_model, score_pairs_many, with_encoder
+from irflow.tasks.embed.inference import encode, score_pairs_many
+from irflow.tasks.embed.models import BackendUnavailableError, resolve_model, with_encoder
 from irflow.tasks.experiment import check_models
 from irflow.tasks.systems.specs import parse_system
 

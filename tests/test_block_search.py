@@ -204,7 +204,7 @@ def test_one_block_held_at_a_time(tmp_path: Path) -> None:
 def test_ivfpq_from_a_sample_and_recall_against_exact(tmp_path: Path) -> None:
     """Recall@k as the share of the exact top-k found, checked by hand and against the index module's
     own recall (no ties here, so both definitions agree); IVF-PQ trained on a sample, filled in blocks."""
-    from irflow.tasks.index.faiss_index import recall_against_exact
+    from irflow.tasks.index.recall import recall_against_exact
 
     exact = np.array([[1, 2, 3, 4], [5, 6, 7, 8]])
     found = np.array([[4, 9, 1, -1], [8, 7, 6, 5]])
@@ -238,9 +238,9 @@ def test_dense_blocks_option_in_a_real_evaluation_equals_flat(monkeypatch: pytes
     """``dense(index=blocks,block_size=100)`` on the demo dataset with the real MiniLM, streamed from the
     embedding cache's parts (the corpus matrix is never assembled): the flat index's run and metrics,
     searched in blocks of 128 rows."""
-    from irflow.tasks.embed import encode as embed
     from irflow.tasks.ingest import load_dataset
     from irflow.tasks.metrics import evaluate, mean
+    from irflow.tasks.retrieve import dense
     from irflow.tasks.retrieve.searchers import retrieve
     from irflow.tasks.systems.specs import parse_system
 
@@ -252,7 +252,7 @@ def test_dense_blocks_option_in_a_real_evaluation_equals_flat(monkeypatch: pytes
     def assembled(*args: object, **kwargs: object) -> None:
         raise AssertionError("index=blocks must not assemble the corpus matrix")
 
-    monkeypatch.setattr(embed, "embed_corpus", assembled)
+    monkeypatch.setattr(dense, "embed_corpus", assembled)
     blocks = retrieve(dataset, spec, depth=1000)
     assert blocks.info["index"] == "blocks" and blocks.info["index_block_size"] == 128
     assert blocks.info["index_blocks"] == -(-len(dataset.corpus) // 128) > 1

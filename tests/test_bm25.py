@@ -11,7 +11,8 @@ from irflow.tasks.core.config import cache_dir
 from irflow.tasks.core.runs import order_run
 from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.index import bm25
-from irflow.tasks.retrieve.searchers import fuse_rrf, measure_latency, retrieve
+from irflow.tasks.retrieve.fusion import fuse_rrf
+from irflow.tasks.retrieve.searchers import measure_latency, retrieve
 from irflow.tasks.systems.specs import BM25Spec, parse_system
 
 
@@ -211,8 +212,8 @@ def test_ignore_identical_ids_keeps_depth() -> None:
 
 
 def fake_dense(monkeypatch: pytest.MonkeyPatch, rows: list[tuple[str, str, float]]) -> list[int]:
-    """Replace tasks.embed.dense_search by a fixed run; returns the depths it was asked for."""
-    from irflow.tasks.embed import encode as embed
+    """Replace retrieve.dense.dense_search by a fixed run; returns the depths it was asked for."""
+    from irflow.tasks.retrieve import dense
 
     asked: list[int] = []
 
@@ -220,7 +221,7 @@ def fake_dense(monkeypatch: pytest.MonkeyPatch, rows: list[tuple[str, str, float
         asked.append(depth)
         return pd.DataFrame(rows, columns=["query_id", "doc_id", "score"])
 
-    monkeypatch.setattr(embed, "dense_search", dense_search)
+    monkeypatch.setattr(dense, "dense_search", dense_search)
     return asked
 
 
@@ -246,7 +247,7 @@ def test_retrieve_hybrid_is_rrf_of_members(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_retrieve_rerank_rescores_top_n(monkeypatch: pytest.MonkeyPatch) -> None:
-    from irflow.tasks.embed import models
+    from irflow.tasks.embed import inference
 
     calls: list[tuple[str, list]] = []
 
@@ -254,7 +255,7 @@ def test_retrieve_rerank_rescores_top_n(monkeypatch: pytest.MonkeyPatch) -> None
         calls.append((model, items))
         return [[float(len(doc)) for doc in docs] for _, docs in items]  # longer document = more relevant
 
-    monkeypatch.setattr(models, "score_pairs_many", score_pairs_many)
+    monkeypatch.setattr(inference, "score_pairs_many", score_pairs_many)
     dataset = tiny_dataset()
     first = retrieve(dataset, "bm25", depth=10).run
     result = retrieve(dataset, "rerank(top=2):minilm@bm25", depth=10)

@@ -25,7 +25,8 @@ from irflow.tasks.core.runs import order_run
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.index import chroma as vectordb
 from irflow.tasks.index.chroma import ChromaError
-from irflow.tasks.index.faiss_index import build_index, exact_search
+from irflow.tasks.index.faiss_index import build_index
+from irflow.tasks.index.recall import exact_search
 
 try:
     import chromadb
@@ -67,7 +68,7 @@ def _lsa(dataset, dim: int = 128) -> tuple[np.ndarray, np.ndarray]:
     import scipy.sparse as sp
     from scipy.sparse.linalg import svds
 
-    from irflow.tasks.embed.encode import document_texts
+    from irflow.tasks.embed.vectors import document_texts
 
     word = re.compile(r"[a-z0-9]+")
     vocab: dict[str, int] = {}

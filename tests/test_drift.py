@@ -16,7 +16,8 @@ from _scifact import SCIFACT_ZIP, require_scifact
 
 from irflow.tasks import ingest
 from irflow.tasks.core.schema import InputError
-from irflow.tasks.embed.models import encode, resolve_model
+from irflow.tasks.embed.inference import encode
+from irflow.tasks.embed.models import resolve_model
 from irflow.tasks.evalsets.drift import drift, mmd_permutation_test, read_queries
 
 

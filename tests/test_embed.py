@@ -20,8 +20,9 @@ from _scifact import scifact
 
 from irflow.tasks.core.schema import Dataset, UnknownNameError
 from irflow.tasks.embed import cache as embed_cache
-from irflow.tasks.embed import encode as embed
-from irflow.tasks.embed import models
+from irflow.tasks.embed import inference, models
+from irflow.tasks.embed import vectors as embed
+from irflow.tasks.retrieve.dense import dense_search
 from irflow.tasks.systems.specs import DenseSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +67,7 @@ def _copy_model(src: str, dst: Path) -> Path:
 
 def test_import_is_lazy():
     code = (
-        "import sys, irflow.tasks.embed.encode, irflow.tasks.embed.cache, irflow.tasks.embed.models, "
+        "import sys, irflow.tasks.embed.vectors, irflow.tasks.embed.cache, irflow.tasks.embed.models, "
         "irflow.tasks.index.faiss_index; "
         "print(sorted(m for m in "
         "('torch', 'sentence_transformers', 'faiss', 'transformers') if m in sys.modules))"
@@ -258,7 +259,7 @@ def test_encode_chunks_shards_share_one_cache(docs, minilm, reference):
 def test_dense_search_finds_the_judged_documents(docs):
     dataset = scifact(200)
     spec = DenseSpec(model="minilm", max_seq_length=SEQ)
-    run = embed.dense_search(dataset, spec, depth=10)
+    run = dense_search(dataset, spec, depth=10)
     assert list(run.columns) == ["query_id", "doc_id", "score"] and run["score"].dtype == np.float64
     assert run.groupby("query_id").size().eq(10).all() and set(run["query_id"]) == set(dataset.queries["query_id"])
     assert run.groupby("query_id")["score"].apply(lambda s: s.is_monotonic_decreasing).all()
@@ -268,7 +269,7 @@ def test_dense_search_finds_the_judged_documents(docs):
     info = run.attrs["dense"]
     assert info["index"] == "flat" and info["docs_encoded"] == len(dataset.corpus)
 
-    again = embed.dense_search(dataset, DenseSpec(model="minilm", max_seq_length=SEQ, index="hnsw"), depth=10)
+    again = dense_search(dataset, DenseSpec(model="minilm", max_seq_length=SEQ, index="hnsw"), depth=10)
     assert again.attrs["dense"]["docs_encoded"] == 0 and again.attrs["dense"]["queries_encoded"] == 0
     assert again.attrs["dense"]["index_M"] == 32
 
@@ -287,18 +288,18 @@ def test_dense_search_drops_self_hits_when_asked(docs):
         dataset.qrels.head(0),
         {"fingerprint": "self-hits", "ignore_identical_ids": True},
     )
-    run = embed.dense_search(twin, DenseSpec(model="minilm", max_seq_length=SEQ), depth=5)
+    run = dense_search(twin, DenseSpec(model="minilm", max_seq_length=SEQ), depth=5)
     assert (run["query_id"] != run["doc_id"]).all() and run.groupby("query_id").size().eq(5).all()
 
 
 @pytest.mark.shared
 def test_score_pairs_bi_encoder_is_cosine(docs, minilm, reference):
     query = "Vitamin D deficiency and bone density"
-    scores = models.score_pairs("minilm", query, docs[1][:5])
-    q = models.encode(minilm, [query], prompt="", max_seq_length=None)[0]
-    d = models.encode(minilm, docs[1][:5], prompt="", max_seq_length=None)
+    scores = inference.score_pairs("minilm", query, docs[1][:5])
+    q = inference.encode(minilm, [query], prompt="", max_seq_length=None)[0]
+    d = inference.encode(minilm, docs[1][:5], prompt="", max_seq_length=None)
     np.testing.assert_allclose(scores, d @ q, atol=1e-5)
-    many = models.score_pairs_many("minilm", [(query, docs[1][:5]), ("cancer", docs[1][3:6]), ("empty", [])])
+    many = inference.score_pairs_many("minilm", [(query, docs[1][:5]), ("cancer", docs[1][3:6]), ("empty", [])])
     np.testing.assert_allclose(many[0], scores, atol=1e-5)
     assert len(many[1]) == 3 and many[2] == []
 
@@ -315,10 +316,10 @@ def test_score_pairs_uses_a_cross_encoder_when_the_model_is_one(minilm, tmp_path
     assert models.is_cross_encoder(resolved) and not models.is_cross_encoder(minilm)
 
     docs = ["bone density falls with low vitamin D", "a recipe for bread", "vitamin D and bones"]
-    scores = models.score_pairs(str(path), "vitamin D and bone density", docs)
+    scores = inference.score_pairs(str(path), "vitamin D and bone density", docs)
     expected = CrossEncoder(str(path)).predict([("vitamin D and bone density", d) for d in docs])
     np.testing.assert_allclose(scores, expected, atol=1e-5)
-    many = models.score_pairs_many(str(path), [("vitamin D and bone density", docs), ("bread", docs[:1])])
+    many = inference.score_pairs_many(str(path), [("vitamin D and bone density", docs), ("bread", docs[:1])])
     np.testing.assert_allclose(many[0], scores, atol=1e-5)
 
 
@@ -331,7 +332,7 @@ def test_scifact_minilm_ndcg10_matches_mteb():
     """all-MiniLM-L6-v2 on SciFact test: nDCG@10 = 0.6451 (MTEB) within ±0.005; ~5 min on 2 cores."""
     pytrec_eval = pytest.importorskip("pytrec_eval")
     dataset = scifact()
-    run = embed.dense_search(dataset, DenseSpec(model="minilm"), depth=100)
+    run = dense_search(dataset, DenseSpec(model="minilm"), depth=100)
     qrels: dict[str, dict[str, int]] = {}
     for qid, did, rel in dataset.qrels.itertuples(index=False):
         qrels.setdefault(qid, {})[did] = int(rel)

@@ -22,7 +22,8 @@ from test_bm25 import tiny_dataset
 
 from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.metrics import evaluate
-from irflow.tasks.retrieve.searchers import measure_latency, retrieval_costs, retrieve
+from irflow.tasks.retrieve.costs import retrieval_costs
+from irflow.tasks.retrieve.searchers import measure_latency, retrieve
 from irflow.tasks.systems.external import RunSpec
 from irflow.tasks.systems.specs import parse_system
 

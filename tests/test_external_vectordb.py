@@ -34,7 +34,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[Dataset, pd.DataFr
     cache = folder / "cache"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("IRFLOW_CACHE_DIR", str(cache))
-        from irflow.tasks.embed.encode import embed_queries
+        from irflow.tasks.embed.vectors import embed_queries
         from irflow.tasks.ingest import load_dataset
         from irflow.tasks.systems.specs import DenseSpec
 

@@ -8,8 +8,8 @@ from _scifact import scifact
 
 from irflow.tasks.core.schema import InputError, UnknownNameError
 from irflow.tasks.embed import cache as embed_cache
-from irflow.tasks.embed import encode as embed
 from irflow.tasks.embed import models
+from irflow.tasks.embed import vectors as embed
 from irflow.tasks.index.faiss_index import build_index, resolve_params
 
 

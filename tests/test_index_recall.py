@@ -1,4 +1,4 @@
-"""Recall against exact search (tasks.index.measure_recall): the tie rule, the caps, and FAISS's
+"""Recall against exact search (tasks.index.recall.measure_recall): the tie rule, the caps, and FAISS's
 approximate indexes tracking it on their first search (Chroma's: tests/test_chroma.py)."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from irflow.tasks.index.faiss_index import build_index, measure_recall, recall_against_exact
+from irflow.tasks.index.faiss_index import build_index
+from irflow.tasks.index.recall import measure_recall, recall_against_exact
 
 
 def _unit(n: int, d: int, seed: int) -> np.ndarray:
@@ -60,7 +61,7 @@ def test_faiss_hnsw_tracks_recall_on_its_first_search_and_flat_does_not():
 
 def test_a_systems_index_recall_is_its_worst_approximate_index() -> None:
     """What metrics.json's cost and the report show: the lowest recall of any index inside the system."""
-    from irflow.tasks.retrieve.searchers import index_recall
+    from irflow.tasks.retrieve.costs import index_recall
 
     hybrid = {
         "system": "hybrid",

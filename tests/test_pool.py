@@ -16,7 +16,8 @@ from _cli import irflow
 
 from irflow.tasks import ingest
 from irflow.tasks.core.schema import InputError
-from irflow.tasks.evalsets.pool import cohen_kappa, krippendorff_alpha, read_sheet
+from irflow.tasks.evalsets.pool import cohen_kappa, krippendorff_alpha
+from irflow.tasks.ingest.sheet import read_sheet
 from irflow.tasks.metrics import evaluate, mean
 
 pytrec_eval = pytest.importorskip("pytrec_eval")

@@ -141,7 +141,7 @@ def test_a_stopped_dask_run_leaves_no_process_behind(stop: signal.Signals, tmp_p
     and multiprocessing's helpers all end with the command, however it is stopped."""
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
     run = subprocess.Popen(
-        [sys.executable, "-m", "irflow.cli.main", "run", "--task-runner", "dask", "--system", "bm25"]
+        [sys.executable, "-m", "irflow.cli", "run", "--task-runner", "dask", "--system", "bm25"]
         + ["--latency-runs", "0", "--no-track", "--output", str(tmp_path / "out")],
         env=env,
         stdout=subprocess.DEVNULL,

@@ -21,7 +21,7 @@ from irflow.tasks.report.data import analyse
 from irflow.tasks.report.markdown import markdown_report
 from irflow.tasks.report.recommendations import recommendations, two_values
 from irflow.tasks.report.results import StoredResults
-from irflow.tasks.retrieve.fresh_costs import fresh_costs
+from irflow.tasks.retrieve.costs import fresh_costs
 
 FAST = {"permutations": 200, "bootstrap": 200}
 DENSE = "dense:sentence-transformers/all-MiniLM-L6-v2"
@@ -209,11 +209,11 @@ def test_terminal_table_uses_short_labels_and_fits_120_columns() -> None:
         ("mlflow.store.db.utils", logging.INFO, False, False),
         ("prefect.runner", logging.INFO, False, False),
         ("distributed.scheduler", logging.WARNING, False, True),
-        ("irflow.tasks.embed.encode", logging.INFO, False, True),
+        ("irflow.tasks.embed.vectors", logging.INFO, False, True),
         ("prefect.task_runs", logging.INFO, False, True),
-        ("irflow.tasks.embed.encode", logging.DEBUG, False, False),
+        ("irflow.tasks.embed.vectors", logging.DEBUG, False, False),
         ("faiss.loader", logging.INFO, True, True),
-        ("irflow.tasks.embed.encode", logging.DEBUG, True, True),
+        ("irflow.tasks.embed.vectors", logging.DEBUG, True, True),
     ],
 )
 def test_third_party_info_is_quiet_unless_verbose(name: str, level: int, verbose: bool, shown: bool) -> None:

@@ -60,7 +60,7 @@ def _irflow(cwd: Path, *args: str, systems: tuple[str, ...] = ("--system", "bm25
         "MLFLOW_TRACKING_URI": f"sqlite:///{cwd / 'mlflow.db'}",
         "HF_HUB_OFFLINE": "1",
     }
-    command = [sys.executable, "-m", "irflow.cli.main", "run", *systems, "--latency-runs", "0", *args]
+    command = [sys.executable, "-m", "irflow.cli", "run", *systems, "--latency-runs", "0", *args]
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 

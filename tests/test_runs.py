@@ -17,7 +17,7 @@ from irflow.tasks.core.runs import (
     write_trec,
 )
 from irflow.tasks.core.schema import InputError
-from irflow.tasks.retrieve.searchers import apply_rerank, fuse_rrf
+from irflow.tasks.retrieve.fusion import apply_rerank, fuse_rrf
 
 
 def run_of(rows: list[tuple[str, str, float]]) -> pd.DataFrame:

@@ -395,7 +395,7 @@ def test_readers_never_see_a_half_replaced_dataset(tmp_path: Path) -> None:
 
 def test_four_cli_processes_at_once(tmp_path: Path) -> None:
     env = {**os.environ, "IRFLOW_CACHE_DIR": str(tmp_path / "fresh")}
-    cmd = [sys.executable, "-m", "irflow.cli.main", "datasets", "info", "techdocs", "--json"]
+    cmd = [sys.executable, "-m", "irflow.cli", "datasets", "info", "techdocs", "--json"]
     procs = [
         subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)
     ]

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import textwrap
 
+from irflow.cli.terminal import print_dataset_info
+
 STYLES = ("keyword", "question", "paraphrase")  # tasks.synthesize.STYLES, without importing it
 
 
@@ -68,7 +70,6 @@ def add_synthesize_parser(datasets: argparse._SubParsersAction[argparse.Argument
 
 
 def cmd_synthesize(args: argparse.Namespace) -> int:
-    from irflow.cli.main import _print_info
     from irflow.tasks.evalsets.synthesize import SynthesisConfig, describe, dry_run_text, synthesize
 
     config = SynthesisConfig(
@@ -90,7 +91,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(dry_run_text(result))
         return 0
-    _print_info(result)
+    print_dataset_info(result)
     print(describe(result["source"]["synthesis"]))
     print(f"evaluate: irflow run --dataset {args.name} --system ... (the report segments by source and style)")
     return 0

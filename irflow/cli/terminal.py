@@ -99,3 +99,36 @@ def metrics_table(document: Mapping[str, Any], width: int = TABLE_WIDTH) -> str:
 
 
 __all__ = ["LogFormatter", "QuietFilter", "configure_logging", "metrics_table"]
+
+
+def print_dataset_info(manifest: dict[str, Any]) -> None:
+    """``irflow datasets info`` (and every command that makes a dataset): one line per fact of the manifest."""
+    from irflow.tasks.ingest.qrels import describe_missing_documents
+
+    grades = ", ".join(f"{g}: {n:,}" for g, n in manifest["grades"].items())
+    dropped = manifest.get("dropped_qrels", {})
+    lines = [
+        ("dataset", f"{manifest['name']} (split {manifest['split']})"),
+        ("documents", f"{manifest['documents']:,}"),
+        ("queries", f"{manifest['queries']:,} judged"),
+        ("judgements", f"{manifest['judgements']:,}"),
+        ("grades", grades or "-"),
+        ("fingerprint", manifest["fingerprint"]),
+        ("source", f"{manifest['source'].get('kind')}: {manifest['source'].get('location')}"),
+        ("document metadata", ", ".join(manifest.get("document_metadata", [])) or "-"),
+        ("query metadata", ", ".join(manifest.get("query_metadata", [])) or "-"),
+        ("ignore identical ids", str(manifest.get("ignore_identical_ids", False)).lower()),
+    ]
+    if dropped and any(dropped.get(k) for k in ("unknown_query", "unknown_doc", "duplicate")):
+        lines.append(
+            (
+                "dropped judgements",
+                f"{dropped['unknown_query']} unknown queries, {dropped['unknown_doc']} "
+                f"unknown documents, {dropped['duplicate']} duplicates",
+            )
+        )
+    missing = manifest.get("missing_documents") or {}
+    if missing.get("judgements"):
+        lines.append(("not in the corpus", describe_missing_documents(missing)))
+    for key, value in lines:
+        print(f"{key + ':':<22}{value}")

@@ -30,8 +30,8 @@ from irflow.tasks.ingest import EMBEDDED, check_name, list_datasets, load_datase
 from irflow.tasks.metrics import evaluate as evaluate_metrics
 from irflow.tasks.metrics import mean, parse_measures
 from irflow.tasks.report import write as report_stage
-from irflow.tasks.retrieve.fresh_costs import fresh_costs
-from irflow.tasks.retrieve.searchers import measure_latency, retrieval_costs, retrieve
+from irflow.tasks.retrieve.costs import fresh_costs, retrieval_costs
+from irflow.tasks.retrieve.searchers import measure_latency, retrieve
 from irflow.tasks.systems.specs import as_spec, leaves, walk
 from irflow.tasks.tracking.log import TrackingOptions, check_tracking
 

@@ -214,9 +214,10 @@ def check_models(systems: Sequence[str]) -> None:
     the module of a ``python:`` system must be importable (found, not imported)."""
     import importlib.util
 
-    from irflow.tasks.embed.api import ApiModel, is_api_model
-    from irflow.tasks.embed.encode import model_for
+    from irflow.tasks.embed.api import ApiModel
     from irflow.tasks.embed.models import require_backend, resolve_model
+    from irflow.tasks.embed.vectors import model_for
+    from irflow.tasks.systems.api_options import is_api_model
 
     for system in systems:
         for node in walk(as_spec(system)):

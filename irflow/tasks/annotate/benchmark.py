@@ -41,13 +41,13 @@ class Reranker(Protocol):
 
 
 class ModelReranker:
-    """Any irflow relevance model as a reranker (tasks.models.score_pairs, run in a worker thread)."""
+    """Any irflow relevance model as a reranker (embed.inference.score_pairs, run in a worker thread)."""
 
     def __init__(self, model: str) -> None:
         self.model = model
 
     async def score(self, query: str, documents: list[str]) -> list[float]:
-        from irflow.tasks.embed.models import score_pairs
+        from irflow.tasks.embed.inference import score_pairs
 
         return await asyncio.to_thread(score_pairs, self.model, query, documents)
 

@@ -26,7 +26,7 @@ class Texts:
 
     @classmethod
     def of(cls, dataset: Dataset) -> Texts:
-        from irflow.tasks.embed.encode import document_texts
+        from irflow.tasks.embed.vectors import document_texts
 
         return cls(
             dict(zip(dataset.queries["query_id"].astype(str), dataset.queries["text"].fillna("").astype(str))),

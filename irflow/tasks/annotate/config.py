@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+EXPERIMENT = "irflow-annotate"  # the MLflow experiment of annotations
+
 DEFAULT_JUDGES = ("model:minilm", "system:bm25")  # an offline ensemble
 # Named ensembles a --judge preset:NAME expands to. zbench: one model of each of zbench's three providers,
 # each with the parameters its kind needs (gpt-5-mini: max_completion_tokens and no temperature; Claude: a

@@ -13,7 +13,7 @@ Kinds (spec strings for :func:`parse_judge`, ``kind[(options)]:target``):
 * ``anthropic:MODEL`` and ``gemini:MODEL`` — through their SDKs (optional extras
   ``irflow[anthropic]``, ``irflow[gemini]``, imported only when used); keys from
   ``$ANTHROPIC_API_KEY`` and ``$GEMINI_API_KEY``.
-* ``model:MODEL`` — a local judge from any irflow relevance model (``tasks.models.score_pairs``:
+* ``model:MODEL`` — a local judge from any irflow relevance model (``embed.inference.score_pairs``:
   cross-encoder score or bi-encoder cosine); ``system:SPEC`` — from the scores of any irflow
   system's run (``tasks.retrieve``). Scores are standardised per query (z-scores over the
   query's candidates, so judges on different scales are comparable) and the preference is

@@ -70,9 +70,9 @@ def standardise(table: pd.DataFrame) -> dict[tuple[str, str], float]:
 
 
 def model_scores(dataset: Dataset, candidates: pd.DataFrame, model: str) -> pd.DataFrame:
-    """Relevance of every candidate under ``model`` (tasks.models.score_pairs_many): query_id, doc_id, score."""
-    from irflow.tasks.embed.encode import document_texts
-    from irflow.tasks.embed.models import score_pairs_many
+    """Relevance of every candidate under ``model`` (embed.inference.score_pairs_many): query_id, doc_id, score."""
+    from irflow.tasks.embed.inference import score_pairs_many
+    from irflow.tasks.embed.vectors import document_texts
 
     doc_text = pd.Series(document_texts(dataset.corpus), index=dataset.corpus["doc_id"].astype(str).to_numpy())
     query_text = dict(zip(dataset.queries["query_id"].astype(str), dataset.queries["text"].fillna("").astype(str)))

@@ -1,1 +1,45 @@
-"""TODO face."""
+"""irflow compare stage: is a difference between systems real, how large, and where does it come from?
+
+Public API::
+
+    from irflow.tasks.compare import compare_all, correct
+
+    table = compare_all(per_query, baseline="bm25", metrics=["nDCG@10"])   # one row per (system, metric)
+
+Modules: ``significance`` (paired tests on per-query values: Fisher randomization, t, Wilcoxon, BCa
+bootstrap intervals, effect sizes, Holm/Bonferroni/BH corrections), ``family`` (the family a
+correction runs over), ``regression`` (did a system get worse between two runs?), ``analysis``
+(segments, document-type shares, length bias, disagreements, consistency).
+"""
+
+from __future__ import annotations
+
+from irflow.tasks.compare.family import ComparisonFamily, families
+from irflow.tasks.compare.regression import paired_changes, regressions
+from irflow.tasks.compare.significance import (
+    COMPARISON_COLUMNS,
+    Comparison,
+    bootstrap_ci,
+    compare,
+    compare_all,
+    compare_systems,
+    correct,
+    effect_size,
+    randomization_test,
+)
+
+__all__ = [
+    "COMPARISON_COLUMNS",
+    "Comparison",
+    "ComparisonFamily",
+    "bootstrap_ci",
+    "compare",
+    "compare_all",
+    "compare_systems",
+    "correct",
+    "effect_size",
+    "families",
+    "paired_changes",
+    "randomization_test",
+    "regressions",
+]

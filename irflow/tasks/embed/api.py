@@ -18,7 +18,6 @@ from after the run.
 from __future__ import annotations
 
 import base64
-import math
 import os
 import sys
 import threading
@@ -26,13 +25,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlparse, urlunparse
 
 import numpy as np
 
 from irflow.tasks.core.schema import InputError, IrflowError
+from irflow.tasks.systems.api_options import API_OPTIONS, PROVIDER, check_base_url, is_api_model, normalise_options
 
-PROVIDER = "openai"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 PRICES_PER_1M: dict[str, float] = {  # USD per 1M input tokens, api.openai.com list prices (2026)
     "text-embedding-3-small": 0.02,
@@ -40,66 +38,10 @@ PRICES_PER_1M: dict[str, float] = {  # USD per 1M input tokens, api.openai.com l
     "text-embedding-ada-002": 0.10,
 }
 MAX_INPUTS = 2048  # texts per request that the OpenAI API accepts
-API_OPTIONS: dict[str, type] = {  # spec option -> type; only for dense:openai:<model>
-    "base_url": str,
-    "dimensions": int,
-    "key_env": str,
-    "batch_tokens": int,
-    "concurrency": int,
-    "rpm": float,
-    "tpm": float,
-    "price": float,  # USD per 1M tokens: overrides the table (needed for other endpoints' costs)
-    "timeout": float,
-    "retries": int,
-}
-IDENTITY_OPTIONS = ("base_url", "dimensions")  # the rest (limits, key, price) changes no vector
 
 
 class EmbeddingApiError(IrflowError):
     """An embedding API answered something other than one finite vector per text."""
-
-
-def is_api_model(model: str) -> bool:
-    """Whether a dense spec's model names an API model (``openai:<model>``)."""
-    return str(model).startswith(f"{PROVIDER}:")
-
-
-def normalise_options(pairs: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """Check API options (names, types, ranges) and write each value one way; sorted by name."""
-    out = []
-    for key, raw in pairs:
-        kind = API_OPTIONS.get(key)
-        if kind is None:
-            raise InputError(f"unknown API option {key!r}; valid: {', '.join(API_OPTIONS)}")
-        value = str(raw).strip()
-        if kind is str:
-            if key == "base_url":
-                value = _base_url(value)
-            elif not value:
-                raise InputError(f"option {key} must not be empty")
-            out.append((key, value))
-            continue
-        try:
-            number = kind(value)
-        except ValueError:
-            number = math.nan
-        if not math.isfinite(number) or number < (0 if key in ("retries", "price") else 1e-9):
-            what = "an integer" if kind is int else "a number"
-            raise InputError(
-                f"option {key}={raw!r} must be {what} > 0" + (" (or 0)" if key in ("retries", "price") else "")
-            )
-        text = repr(number)
-        out.append((key, text[:-2] if text.endswith(".0") else text))
-    return tuple(sorted(out))
-
-
-def _base_url(value: str) -> str:
-    parsed = urlparse(value.strip())
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise InputError(f"base_url {value!r}: expected http(s)://host[:port]/path, e.g. http://127.0.0.1:8000/v1")
-    if parsed.username or parsed.password:
-        raise InputError("base_url must not carry credentials: the key is read from the environment (key_env)")
-    return urlunparse(parsed._replace(path=parsed.path.rstrip("/"), query="", fragment=""))
 
 
 @dataclass
@@ -146,7 +88,7 @@ class ApiModel:
     def from_spec(cls, model: str, options: Sequence[tuple[str, str]], batch_size: int) -> ApiModel:
         """The model of ``dense(<options>):openai:<model>`` (options as :func:`normalise_options` wrote them)."""
         kw: dict[str, Any] = {k: API_OPTIONS[k](v) for k, v in options}
-        kw.setdefault("base_url", _base_url(os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL))
+        kw.setdefault("base_url", check_base_url(os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL))
         return cls(model=model.removeprefix(f"{PROVIDER}:"), batch_size=min(batch_size, MAX_INPUTS), **kw)
 
     @property

@@ -16,14 +16,12 @@ import functools
 import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from irflow.tasks.embed import exports
-
-if TYPE_CHECKING:
-    from irflow.tasks.embed.models import ResolvedModel
+from irflow.tasks.embed.models import BackendUnavailableError, ResolvedModel
 
 Runner = Callable[[dict[str, np.ndarray]], np.ndarray]
 Pair = tuple[str, str]
@@ -117,8 +115,6 @@ def _openvino_runner(path: str, precision: str) -> tuple[Runner, set[str]]:
 
 def check_openvino_precision(precision: str, capabilities: Sequence[str]) -> None:
     """Refuse a precision the CPU has no units for (OpenVINO would silently run fp32 instead)."""
-    from irflow.tasks.embed.models import BackendUnavailableError
-
     needed = {"bf16": "BF16", "fp16": "FP16"}.get(precision)
     if needed and needed not in capabilities:
         raise BackendUnavailableError(

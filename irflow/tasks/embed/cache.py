@@ -51,7 +51,8 @@ from irflow.tasks.core.atomic import atomic_path, write_json
 from irflow.tasks.core.config import cache_dir
 from irflow.tasks.core.progress import Progress
 from irflow.tasks.core.schema import IrflowError
-from irflow.tasks.embed.models import encode, resolve_model
+from irflow.tasks.embed.inference import encode
+from irflow.tasks.embed.models import resolve_model
 
 if TYPE_CHECKING:
     from irflow.tasks.embed.models import Encoder

@@ -30,13 +30,11 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from irflow.tasks.core.atomic import atomic_path, file_lock, publish_dir
 from irflow.tasks.core.config import cache_dir
-
-if TYPE_CHECKING:
-    from irflow.tasks.embed.models import ResolvedModel
+from irflow.tasks.embed.models import ResolvedModel, is_cross_encoder
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +50,6 @@ def export_folder(model: ResolvedModel) -> Path:
 
 def plain_export(model: ResolvedModel) -> Path:
     """``plain-fp32.onnx``: the transformer's last hidden state (a cross-encoder's logits), built once."""
-    from irflow.tasks.embed.models import is_cross_encoder
-
     target = export_folder(model) / "plain-fp32.onnx"
     return _built(target, lambda tmp: _export(model.path, tmp, cross_encoder=is_cross_encoder(model)))
 
@@ -69,8 +65,6 @@ def onnx_export(model: ResolvedModel, *, int8: bool) -> Path:
 
 def openvino_int8_export(model: ResolvedModel) -> Path:
     """The NNCF int8 OpenVINO model (``model.xml`` + ``model.bin``), built once."""
-    from irflow.tasks.embed.models import is_cross_encoder
-
     target = export_folder(model) / OPENVINO_INT8
     if (target / "model.xml").is_file():
         return target / "model.xml"

@@ -17,12 +17,10 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from irflow.tasks.core.schema import DownloadError, IrflowError, UnknownNameError
 from irflow.tasks.systems.specs import MODEL_ALIASES
@@ -244,7 +242,7 @@ def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
 
 # (backend, quantize option) -> the recipe's name in the identity (tasks.exports builds them)
 QUANT_RECIPES = {("onnx", "int8"): "int8dyn-perchannel", ("openvino", "int8"): "int8static-smoothquant"}
-_DEFAULT_MAX_SEQ_LENGTH: dict[str, int | None] = {}  # model path -> the model's own max_seq_length
+MODEL_MAX_SEQ_LENGTH: dict[str, int | None] = {}  # model path -> the model's own max_seq_length
 
 
 class BackendUnavailableError(IrflowError):
@@ -295,7 +293,7 @@ def load_sentence_transformer(path: str, precision: str = "fp32", device: str | 
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(path, **_load_kwargs(precision, device))
-    _DEFAULT_MAX_SEQ_LENGTH[path] = model.max_seq_length
+    MODEL_MAX_SEQ_LENGTH[path] = model.max_seq_length
     return model
 
 
@@ -323,75 +321,3 @@ def is_cross_encoder(model: ResolvedModel) -> bool:
     except (OSError, ValueError):
         return False
     return any(a.endswith("ForSequenceClassification") for a in architectures)
-
-
-def encode(
-    model: Encoder, texts: Sequence[str], *, prompt: str, max_seq_length: int | None, batch_size: int = 32
-) -> np.ndarray:
-    """Encode ``texts`` straight through ``SentenceTransformer.encode`` (normalised float32); an API
-    model (``tasks.api_embed``) sends them to its endpoint."""
-    if not isinstance(model, ResolvedModel):
-        return model.encode(texts, prompt=prompt)
-    if model.backend != "torch":
-        from irflow.tasks.embed.backends import encode_exported
-
-        require_backend(model.backend, model.quantize)
-        return encode_exported(model, texts, prompt=prompt, max_seq_length=max_seq_length, batch_size=batch_size)
-    st = load_sentence_transformer(model.path, model.precision, model.device)
-    st.max_seq_length = max_seq_length or _DEFAULT_MAX_SEQ_LENGTH[model.path]
-    vectors = st.encode(
-        list(texts),
-        prompt=prompt,
-        batch_size=batch_size,
-        convert_to_numpy=True,
-        normalize_embeddings=True,
-        show_progress_bar=False,
-    )
-    return np.asarray(vectors, dtype=np.float32)
-
-
-def score_pairs(model: str, query: str, documents: Sequence[str], *, batch_size: int = 32) -> list[float]:
-    """Relevance of each document to ``query``: a cross-encoder's score when ``model`` is one,
-    else the bi-encoder cosine similarity (query and document prompts applied)."""
-    return score_pairs_many(model, [(query, documents)], batch_size=batch_size)[0]
-
-
-def score_pairs_many(
-    model: str, items: Sequence[tuple[str, Sequence[str]]], *, batch_size: int = 32, encoder: Any = None
-) -> list[list[float]]:
-    """``score_pairs`` for many queries at once: one model call over every pair (fast reranking).
-    ``encoder``: a spec whose backend/quantize/precision/device options the model runs with."""
-    resolved = resolve_model(model) if encoder is None else with_encoder(resolve_model(model), encoder)
-    sizes = [len(docs) for _, docs in items]
-    if is_cross_encoder(resolved):
-        pairs = [(query, doc) for query, docs in items for doc in docs]
-        if resolved.backend != "torch":
-            from irflow.tasks.embed.backends import score_exported
-
-            require_backend(resolved.backend, resolved.quantize)
-            flat = score_exported(resolved, pairs, batch_size=batch_size)
-        else:
-            cross_encoder = load_cross_encoder(resolved.path, resolved.precision, resolved.device)
-            flat = np.asarray(
-                cross_encoder.predict(pairs, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True),
-                dtype=np.float64,
-            )
-    else:
-        queries = list(dict.fromkeys(query for query, _ in items))
-        docs = list(dict.fromkeys(doc for _, ds in items for doc in ds))
-        qv = encode(resolved, queries, prompt=resolved.query_prompt, max_seq_length=None, batch_size=batch_size)
-        dv = encode(resolved, docs, prompt=resolved.doc_prompt, max_seq_length=None, batch_size=batch_size)
-        q_row = {q: i for i, q in enumerate(queries)}
-        d_row = {d: i for i, d in enumerate(docs)}
-        flat = (
-            np.concatenate(
-                [
-                    (dv[[d_row[d] for d in ds]] @ qv[q_row[q]]).astype(np.float64) if ds else np.zeros(0)
-                    for q, ds in items
-                ]
-            )
-            if items
-            else np.zeros(0)
-        )
-    bounds = np.cumsum([0, *sizes])
-    return [flat[bounds[i] : bounds[i + 1]].tolist() for i in range(len(items))]

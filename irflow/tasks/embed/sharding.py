@@ -18,7 +18,7 @@ from typing import Any
 
 from irflow.tasks.core.config import cache_dir
 from irflow.tasks.core.schema import Dataset
-from irflow.tasks.embed import encode as embed
+from irflow.tasks.embed import vectors as embed
 from irflow.tasks.embed.cache import CHUNK_SIZE, encode_chunks
 from irflow.tasks.systems.specs import DenseSpec, SystemSpec, as_spec, leaves
 

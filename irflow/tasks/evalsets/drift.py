@@ -156,7 +156,8 @@ class DriftCheck(BaseModel):
 
     def run(self) -> tuple[DriftReport, np.ndarray, np.ndarray]:
         """The report and both sides' embeddings (reference, current)."""
-        from irflow.tasks.embed.models import encode, resolve_model
+        from irflow.tasks.embed.inference import encode
+        from irflow.tasks.embed.models import resolve_model
         from irflow.tasks.ingest import load_dataset
 
         reference = load_dataset(self.reference, self.split).queries["text"].astype(str).tolist()

@@ -4,8 +4,8 @@
   union of the top ``k`` of several systems per query, minus what is already judged (unless asked).
 * :func:`write_pool` — the pool as a zbench ``QueryDocuments`` JSONL (for ``irflow annotate
   --input``) and a TSV sheet a person fills in (``grade`` column, 0–3), published together.
-* :func:`read_sheet` — a filled sheet back as judgements (blank grades are skipped, not zeros);
-  ``irflow datasets import SHEET --format sheet --base D`` merges them with D's judgements.
+* a filled sheet comes back through ``irflow datasets import SHEET --format sheet --base D``
+  (:mod:`irflow.tasks.ingest.sheet`), merged with D's judgements.
 * :func:`cohen_kappa` (Cohen 1960; quadratic weights, Cohen 1968) and :func:`krippendorff_alpha`
   (Krippendorff 2011, nominal / ordinal / interval) — agreement of two or more judges' sheets.
 """
@@ -23,9 +23,8 @@ import pandas as pd
 
 from irflow.tasks.core.atomic import atomic_open, write_json
 from irflow.tasks.core.schema import Dataset, InputError
-from irflow.tasks.ingest.records import MAX_GRADE, MIN_GRADE
+from irflow.tasks.ingest.sheet import SHEET_COLUMNS, read_sheet
 
-SHEET_COLUMNS = ("query_id", "doc_id", "grade", "query", "title", "text")
 SHEET_TEXT_CHARS = 2000  # of each document shown in the sheet (the JSONL keeps it whole)
 
 
@@ -94,39 +93,6 @@ def _content(corpus: pd.DataFrame, doc_id: str) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
-
-
-def read_sheet(path: str | Path) -> list[tuple[str, str, int, int]]:
-    """Judgements of a filled sheet, ``(query_id, doc_id, grade, line)``; blank grades are skipped.
-    A grade that is not an integer from 0 to 1000 names the file and the line."""
-    path = Path(path)
-    try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            rows = list(csv.reader(fh, delimiter="\t" if path.suffix.lower() != ".csv" else ","))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the sheet: {exc}", path=str(path)) from None
-    if not rows:
-        raise InputError("the sheet is empty; expected a header with query_id, doc_id and grade", path=str(path))
-    header = [c.strip() for c in rows[0]]
-    missing = [c for c in ("query_id", "doc_id", "grade") if c not in header]
-    if missing:
-        raise InputError(f"the sheet lacks columns {missing}; expected query_id, doc_id and grade", path=str(path))
-    at = {c: header.index(c) for c in ("query_id", "doc_id", "grade")}
-    judged = []
-    for line, row in enumerate(rows[1:], 2):
-        if len(row) <= max(at.values()):
-            raise InputError(
-                f"expected at least {max(at.values()) + 1} fields, got {len(row)}", path=str(path), line=line
-            )
-        grade = row[at["grade"]].strip()
-        if not grade:
-            continue
-        if not grade.lstrip("+").isdigit() or not MIN_GRADE <= int(grade) <= MAX_GRADE:
-            raise InputError(
-                f"grade {grade!r} is not an integer from {MIN_GRADE} to {MAX_GRADE}", path=str(path), line=line
-            )
-        judged.append((row[at["query_id"]].strip(), row[at["doc_id"]].strip(), int(grade), line))
-    return judged
 
 
 # ----------------------------------------------------------------------------------- agreement
@@ -202,25 +168,3 @@ def krippendorff_alpha(table: pd.DataFrame | np.ndarray, level: str = "ordinal")
     observed = float((coincidence * delta).sum())
     expected = float((np.outer(n_c, n_c) * delta).sum()) / (n - 1)
     return 1.0 if expected == 0 else 1.0 - observed / expected
-
-
-def sheet_over_base(path: str | Path, base: Dataset, split: str) -> tuple[Any, Any, dict[str, Any]]:
-    """A filled sheet merged with the judgements of dataset ``base`` (its corpus and queries): the
-    sheet's grade wins where both judge a pair, and how many did is reported."""
-    from irflow.tasks.ingest.canonical import SplitSource
-    from irflow.tasks.ingest.custom import base_corpus, base_provenance, base_queries
-
-    sheet = read_sheet(path)
-    if not sheet:
-        raise InputError("no grade filled in: every row of the sheet is blank", path=str(path))
-    new = {(q, d): (g, line) for q, d, g, line in sheet}
-    existing = base.qrels[["query_id", "doc_id", "relevance"]].astype({"query_id": str, "doc_id": str})
-    overridden = sum(1 for q, d, g in existing.itertuples(index=False) if (q, d) in new and new[(q, d)][0] != g)
-    rows = [(q, d, int(g), 0) for q, d, g in existing.itertuples(index=False) if (q, d) not in new]
-    rows += [(q, d, g, line) for (q, d), (g, line) in new.items()]
-    provenance = {**base_provenance(base), "sheet": {"judged": len(new), "overridden": overridden}}
-    return (
-        base_corpus(base),
-        SplitSource(split, base_queries(base), rows, f"{base.name} queries", str(path)),
-        provenance,
-    )

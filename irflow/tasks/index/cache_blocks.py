@@ -104,7 +104,7 @@ class CacheBlocksIndex:
 def streamed_corpus(dataset: Dataset, spec: DenseSpec, model: Encoder) -> tuple[Embeddings, CacheBlocksIndex]:
     """The corpus side of ``dense_search`` for ``index=blocks``: an :class:`Embeddings` without its
     matrix (ids, key, folder, dimension) and the index that streams the vectors from the cache."""
-    from irflow.tasks.embed.encode import role_texts
+    from irflow.tasks.embed.vectors import role_texts
 
     ids, texts = role_texts(dataset, "document")
     prompt = model.prompt("document", spec.doc_prompt)

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from irflow.tasks.core.schema import InputError, IrflowError
-from irflow.tasks.index.faiss_index import measure_recall
+from irflow.tasks.index.recall import measure_recall
 
 URL_ENV = "IRFLOW_CHROMA_URL"
 DEFAULT_URL = "http://127.0.0.1:8000"

@@ -24,7 +24,7 @@ from typing import Any
 
 from irflow.tasks.core.config import package_data
 from irflow.tasks.core.schema import Dataset, InputError, UnknownNameError
-from irflow.tasks.ingest import beir, canonical, clicks, custom, msmarco, querylog, store
+from irflow.tasks.ingest import beir, canonical, clicks, custom, msmarco, querylog, sheet, store
 
 EMBEDDED = {"techdocs": package_data("datasets", "techdocs")}
 FORMATS = ("beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels", "clicks", "sheet", "querylog")
@@ -264,9 +264,7 @@ def _import_builder(
             return canonical.build_dataset(folder, name, parsed.corpus_source(), [parsed.split(wanted)], graded)
         assert base is not None
         if fmt == "sheet":
-            from irflow.tasks.evalsets.pool import sheet_over_base
-
-            corpus, split_source, provenance = sheet_over_base(path, base, wanted)
+            corpus, split_source, provenance = sheet.sheet_over_base(path, base, wanted)
         elif fmt == "clicks":
             thresholds = grade_thresholds or clicks.THRESHOLDS
             over = clicks.clicks_over_base(path, base, wanted, min_impressions=min_impressions, thresholds=thresholds)

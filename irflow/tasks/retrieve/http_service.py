@@ -25,8 +25,8 @@ import pandas as pd
 from irflow.tasks.core.http_client import Call, KeepAliveClient, RetryPolicy, keep_alive_usable, redact
 from irflow.tasks.core.runs import order_run
 from irflow.tasks.core.schema import Dataset, InputError, IrflowError
+from irflow.tasks.retrieve.base import Searcher
 from irflow.tasks.retrieve.ranking import add_counts, against_dataset, number
-from irflow.tasks.retrieve.searchers import Searcher
 from irflow.tasks.systems.external import HttpSpec
 from irflow.tasks.systems.http_options import HttpOptions, dense_spec, fill, resolve
 
@@ -88,7 +88,7 @@ class HttpSearcher(Searcher[HttpSpec]):
         )
         self._dense: Any = None
         if self.options.model:  # the request carries the query vector: irflow embeds the queries
-            from irflow.tasks.embed.encode import api_spent, model_for
+            from irflow.tasks.embed.vectors import api_spent, model_for
 
             self._dense = dense_spec(self.options.model)
             self._model = model_for(self._dense)
@@ -103,14 +103,14 @@ class HttpSearcher(Searcher[HttpSpec]):
         if self._dense is None:
             return [None] * len(texts)
         if queries is not None and queries is self.dataset.queries:
-            from irflow.tasks.embed.encode import embed_queries
+            from irflow.tasks.embed.vectors import embed_queries
 
             embedded = embed_queries(self.dataset, self._dense, model=self._model)
             self.info["queries_encoded"] = int(self.info.get("queries_encoded", 0)) + embedded.encoded
             by_id = dict(zip(embedded.ids, embedded.vectors))
             vectors = [by_id[q] for q in queries["query_id"].astype(str)]
         else:
-            from irflow.tasks.embed.models import encode
+            from irflow.tasks.embed.inference import encode
 
             d = self._dense
             with self._encoding:  # one model instance, one encode at a time (the load curve calls from threads)

@@ -32,8 +32,8 @@ import pandas as pd
 
 from irflow.tasks.core.runs import order_run
 from irflow.tasks.core.schema import Dataset, InputError, IrflowError
+from irflow.tasks.retrieve.base import Searcher
 from irflow.tasks.retrieve.ranking import add_counts, against_dataset, ranked_lists
-from irflow.tasks.retrieve.searchers import Searcher
 from irflow.tasks.systems.external import PluginSpec
 from irflow.tasks.systems.plugins import load_kind
 

@@ -26,8 +26,8 @@ import pandas as pd
 
 from irflow.tasks.core.runs import has_duplicates, order_run, parse_trec
 from irflow.tasks.core.schema import Dataset, InputError
+from irflow.tasks.retrieve.base import Searcher
 from irflow.tasks.retrieve.ranking import against_dataset
-from irflow.tasks.retrieve.searchers import Searcher
 from irflow.tasks.systems.external import RunSpec
 
 

@@ -13,21 +13,23 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.core.runs import DEFAULT_DEPTH, drop_identical_ids, empty_run, order_run, validate_depth
+from irflow.tasks.core.runs import DEFAULT_DEPTH, order_run, validate_depth
 from irflow.tasks.core.schema import Dataset, RetrievalInfo, info_nodes
-from irflow.tasks.retrieve import latency
+from irflow.tasks.retrieve import dense, latency
+from irflow.tasks.retrieve.base import FIRST_STAGE_DEPTH, Searcher
+from irflow.tasks.retrieve.costs import api_costs
+from irflow.tasks.retrieve.fusion import apply_rerank, fuse_rrf
+from irflow.tasks.retrieve.http_service import HttpSearcher
+from irflow.tasks.retrieve.python_system import PluginSearcher
+from irflow.tasks.retrieve.runfile import RunFileSearcher
 from irflow.tasks.systems.external import HttpSpec, PluginSpec, RunSpec
 from irflow.tasks.systems.specs import BM25Spec, DenseSpec, HybridSpec, RerankSpec, SystemSpec, as_spec, leaves
-
-FIRST_STAGE_DEPTH = 100  # a hybrid fuses, and a rerank reads, at least this deep
 
 
 @dataclass(frozen=True)
@@ -184,162 +186,6 @@ def measure_latency(
     )
 
 
-def retrieval_costs(info: RetrievalInfo, encodes: Sequence[Mapping[str, Any]] = ()) -> dict[str, float]:
-    """What a retrieval's info adds to its system's cost block: :func:`index_recall`, API costs (with
-    those of the corpus ``encodes`` of the embed stage), and the hits of unknown queries and documents
-    that external systems dropped (summed over the systems inside it)."""
-    from irflow.tasks.retrieve.ranking import COUNTS
-
-    out: dict[str, float] = {**index_recall(info), **api_costs(info, encodes)}
-    for key in COUNTS:
-        values = [int(node[key]) for node in info_nodes(info) if node.get(key) is not None]
-        if values:
-            out[key] = sum(values)
-    return out
-
-
-def api_costs(info: RetrievalInfo, encodes: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
-    """Calls, tokens and USD spent on API embedding models (``tasks.api_embed``), summed over the
-    systems inside and the ``encodes`` (records of the embed stage); ``api_cost_usd`` only when every
-    model's price is known. Empty without API models."""
-    nodes = [node for node in [*info_nodes(info), *encodes] if "api_calls" in node]
-    if not nodes:
-        return {}
-    out: dict[str, Any] = {
-        "api_calls": sum(int(n["api_calls"]) for n in nodes),
-        "api_tokens": sum(int(n["api_tokens"]) for n in nodes),
-    }
-    if all(n.get("api_price_per_1m") is not None for n in nodes):
-        out["api_cost_usd"] = sum(int(n["api_tokens"]) * float(n["api_price_per_1m"]) / 1e6 for n in nodes)
-    return out
-
-
-def index_recall(info: RetrievalInfo) -> dict[str, float]:
-    """Recall@10 and @100 of the system's approximate indexes against exact search (the lowest of its
-    members for a hybrid or a rerank's first stage); empty when every index is exact."""
-    recall = {}
-    for key in ("index_recall_at_10", "index_recall_at_100"):
-        values = [float(node[key]) for node in info_nodes(info) if node.get(key) is not None]
-        if values:
-            recall[key] = min(values)
-    return recall
-
-
-# ---------------------------------------------------------------------------------------------
-# fusion and reranking, on run tables
-
-
-def fuse_rrf(runs: Sequence[pd.DataFrame], weights: Sequence[float] | None = None, k: int = 60) -> pd.DataFrame:
-    """Reciprocal-rank fusion (Cormack et al. 2009): score(d) = sum_s w_s / (k + rank_s(d)).
-
-    A document missing from a run adds nothing for it, nor does a run of weight 0. Each run needs
-    a ``rank`` column (1-based).
-    Scores are exact: two documents whose fused scores are equal as rational numbers get the same
-    float (the correctly rounded sum), so the doc-id tie rule orders them, whatever the member order.
-    """
-    weights = [1.0] * len(runs) if weights is None else [float(w) for w in weights]
-    if len(weights) != len(runs):
-        raise ValueError(f"{len(weights)} weights for {len(runs)} runs")
-    if runs and not any(w > 0 for w in weights):
-        raise ValueError(f"fusion weights {weights} are all zero: every document would tie")
-    parts = [
-        run.loc[:, ["query_id", "doc_id"]].assign(
-            score=w / (k + run["rank"].to_numpy(dtype=np.float64)), weight=w, rank=run["rank"].to_numpy(np.int64)
-        )
-        for run, w in zip(runs, weights)
-        if w != 0
-    ]
-    if not parts:
-        return empty_run()
-    contributions = pd.concat(parts, ignore_index=True).astype({"query_id": "str", "doc_id": "str"})
-    # One summation order per multiset of contributions, so permuted ranks give identical floats ...
-    contributions = contributions.sort_values(["query_id", "doc_id", "score"], kind="mergesort", ignore_index=True)
-    fused = contributions.groupby(["query_id", "doc_id"], as_index=False, sort=False)["score"].sum()
-    # ... and exact rational sums wherever two fused scores are close enough for rounding to matter.
-    near = _near_ties(fused)
-    if near.any():
-        keys = fused.loc[near, ["query_id", "doc_id"]]
-        exact = contributions.merge(keys, on=["query_id", "doc_id"])
-        sums: dict[tuple[str, str], Fraction] = {}
-        for qid, did, w, r in exact[["query_id", "doc_id", "weight", "rank"]].itertuples(index=False):
-            sums[(qid, did)] = sums.get((qid, did), Fraction(0)) + Fraction(w) / (k + int(r))
-        fused.loc[near, "score"] = [float(sums[key]) for key in keys.itertuples(index=False, name=None)]
-    return order_run(fused)
-
-
-def _near_ties(fused: pd.DataFrame, relative: float = 1e-12) -> np.ndarray:
-    """Rows whose score lies within ``relative`` of another score of the same query (float sums can
-    differ in the last bits there: the rows whose exact value decides their order)."""
-    order = np.lexsort((fused["score"].to_numpy(), fused["query_id"].to_numpy()))
-    qid = fused["query_id"].to_numpy()[order]
-    score = fused["score"].to_numpy()[order]
-    close = (qid[1:] == qid[:-1]) & (np.abs(score[1:] - score[:-1]) <= relative * np.abs(score[1:]))
-    flagged = np.zeros(len(fused), dtype=bool)
-    flagged[order[1:][close]] = True
-    flagged[order[:-1][close]] = True
-    return flagged
-
-
-def apply_rerank(run: pd.DataFrame, top: int, scores: Sequence[float]) -> pd.DataFrame:
-    """Replace the scores of each query's top ``top`` hits by ``scores`` (in run order) and re-order them;
-    hits below keep their first-stage order beneath every reranked hit (scores min - 1, min - 2, ...)."""
-    run = order_run(run)
-    head_mask = (run["rank"] <= top).to_numpy()
-    head, tail = run[head_mask].copy(), run[~head_mask].copy()
-    if len(scores) != len(head):
-        raise ValueError(f"{len(scores)} rerank scores for {len(head)} hits")
-    head["score"] = np.asarray(scores, dtype=np.float64)
-    floor = head.groupby("query_id")["score"].min()
-    tail["score"] = tail["query_id"].map(floor).to_numpy(dtype=np.float64) - (tail["rank"] - top).to_numpy(np.float64)
-    return order_run(pd.concat([head, tail], ignore_index=True))
-
-
-# ---------------------------------------------------------------------------------------------
-# searchers
-
-
-S = TypeVar("S", bound=SystemSpec)
-
-
-class Searcher(Generic[S]):
-    """A prepared system: ``searcher(queries, depth)`` -> run table. Subclasses implement ``_search``."""
-
-    load_levels: tuple[int, ...] = ()  # concurrency levels of a load curve (services that take parallel queries)
-
-    def __init__(self, dataset: Dataset, spec: S) -> None:
-        self.dataset = dataset
-        self.spec = spec
-        self.info: RetrievalInfo = {"system": str(spec)}
-
-    def __call__(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
-        extra = int(self.dataset.ignore_identical_ids)
-        run = self._search(queries, depth + extra)
-        if extra:
-            run = drop_identical_ids(run)
-        return run[run["rank"] <= depth].reset_index(drop=True)
-
-    def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
-        raise NotImplementedError
-
-    def query(self, query_id: str, text: str, depth: int) -> Any:
-        """One query's answer in the system's own form: what the latency stage times. By default the whole
-        search path; a system with a cheaper native call (bm25s, an encoder and an index, one HTTP
-        request, a fusion of its members' rankings) overrides it, so irflow's run table is not part of
-        the system's latency."""
-        return self(pd.DataFrame({"query_id": [query_id], "text": [text]}), depth)
-
-    def ranking(self, query_id: str, text: str, depth: int) -> latency.Hits:
-        """One query's top ``depth`` as ``(doc id, score)`` in trec_eval order, without the query's own id
-        where the dataset asks: what a hybrid fuses on the latency path. By default from the run table."""
-        run = self(pd.DataFrame({"query_id": [query_id], "text": [text]}), depth)
-        return list(zip(run["doc_id"].tolist(), run["score"].tolist()))
-
-    def _cut(self, query_id: str, hits: latency.Hits, depth: int) -> latency.Hits:
-        if self.dataset.ignore_identical_ids:
-            hits = [h for h in hits if h[0] != query_id]
-        return hits[:depth]
-
-
 def make_searcher(dataset: Dataset, spec: SystemSpec, *, online: bool = False) -> Searcher[Any]:
     """Prepare ``spec`` for ``dataset``. ``online`` = optimised for single queries (latency), not batches."""
     if isinstance(spec, BM25Spec):
@@ -351,16 +197,10 @@ def make_searcher(dataset: Dataset, spec: SystemSpec, *, online: bool = False) -
     if isinstance(spec, RerankSpec):
         return _Rerank(dataset, spec, make_searcher(dataset, spec.first_stage, online=online))
     if isinstance(spec, RunSpec):
-        from irflow.tasks.retrieve.runfile import RunFileSearcher
-
         return RunFileSearcher(dataset, spec)
     if isinstance(spec, PluginSpec):
-        from irflow.tasks.retrieve.python_system import PluginSearcher
-
         return PluginSearcher(dataset, spec)
     if isinstance(spec, HttpSpec):
-        from irflow.tasks.retrieve.http_service import HttpSearcher
-
         return HttpSearcher(dataset, spec)
     raise TypeError(f"not a system spec: {spec!r}")
 
@@ -391,14 +231,12 @@ class _BM25(Searcher[BM25Spec]):
 
 
 class _DenseBatch(Searcher[DenseSpec]):
-    """All of the dataset's queries at once through ``tasks.embed.dense_search`` (query vectors cached)."""
+    """All of the dataset's queries at once through ``retrieve.dense.dense_search`` (query vectors cached)."""
 
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
-        from irflow.tasks.embed import encode as embed
-
         if queries is not self.dataset.queries:
             raise ValueError("the batch dense searcher runs the dataset's own queries; use online=True")
-        run = embed.dense_search(self.dataset, self.spec, depth)
+        run = dense.dense_search(self.dataset, self.spec, depth)
         self.info.update(run.attrs.get("dense", {}))
         return order_run(run)
 
@@ -407,7 +245,7 @@ class _DenseOnline(Searcher[DenseSpec]):
     """Corpus vectors and index prepared once; each call encodes its queries (latency measurement)."""
 
     def __init__(self, dataset: Dataset, spec: DenseSpec) -> None:
-        from irflow.tasks.embed.encode import api_spent, embed_corpus, model_for
+        from irflow.tasks.embed.vectors import api_spent, embed_corpus, model_for
         from irflow.tasks.index.faiss_index import build_index
 
         super().__init__(dataset, spec)
@@ -424,7 +262,7 @@ class _DenseOnline(Searcher[DenseSpec]):
         )
 
     def _encode_search(self, texts: list[str], depth: int) -> tuple[np.ndarray, np.ndarray]:
-        from irflow.tasks.embed.models import encode
+        from irflow.tasks.embed.inference import encode
 
         spec = self.spec
         vectors = encode(
@@ -487,7 +325,7 @@ class _Hybrid(Searcher[HybridSpec]):
 
 class _Rerank(Searcher[RerankSpec]):
     def __init__(self, dataset: Dataset, spec: RerankSpec, first_stage: Searcher[Any]) -> None:
-        from irflow.tasks.embed.encode import document_texts
+        from irflow.tasks.embed.vectors import document_texts
 
         super().__init__(dataset, spec)
         self.first_stage = first_stage
@@ -496,7 +334,7 @@ class _Rerank(Searcher[RerankSpec]):
         self.info.update(first_stage=first_stage.info, rerank_model=spec.model, rerank_top=spec.top)
 
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
-        from irflow.tasks.embed import models
+        from irflow.tasks.embed import inference
 
         spec = self.spec
         run = self.first_stage(queries, max(depth, spec.top))
@@ -507,6 +345,6 @@ class _Rerank(Searcher[RerankSpec]):
         texts = head["doc_id"].map(self.doc_text)
         items = [(str(query_text[qid]), group.tolist()) for qid, group in texts.groupby(head["query_id"], sort=False)]
         start = time.perf_counter()
-        scores = models.score_pairs_many(spec.model, items, encoder=spec) if items else []
+        scores = inference.score_pairs_many(spec.model, items, encoder=spec) if items else []
         self.info["rerank_seconds"] = self.info.get("rerank_seconds", 0.0) + time.perf_counter() - start
         return apply_rerank(run, spec.top, [s for row in scores for s in row])

@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import ClassVar
 
 from irflow.tasks.core.schema import InputError
-from irflow.tasks.systems.specs import SystemSpec, _body, _error, _paren, _Spec, _take, _unknown_kind
+from irflow.tasks.systems.grammar import (
+    KIND_PARSERS,
+    Spec,
+    check_options,
+    format_body,
+    format_paren,
+    spec_error,
+    unknown_kind,
+)
 
 RUN_HASH_LENGTH = 16  # hex digits of the file's sha256 in a run: spec
 _DIGESTS: dict[tuple[str, int, int, int], str] = {}  # (path, size, mtime_ns, inode) -> sha256
@@ -36,7 +44,7 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
 
 
 @dataclass(frozen=True)
-class RunSpec(_Spec):
+class RunSpec(Spec):
     """A ranking produced elsewhere, read from a file: its absolute ``path`` and the first
     ``RUN_HASH_LENGTH`` hex digits of the file's sha256 (computed from the file when left empty)."""
 
@@ -47,21 +55,21 @@ class RunSpec(_Spec):
     def __post_init__(self) -> None:
         path = str(self.path).strip()
         if not path:
-            raise _error("run needs a file, e.g. run:runs/bm25.trec")
+            raise spec_error("run needs a file, e.g. run:runs/bm25.trec")
         self._set("path", os.path.abspath(os.path.expanduser(path)))
         if not self.sha256:
             self._set("sha256", file_sha256(self.path))
         digest = str(self.sha256).strip().lower()
         if not re.fullmatch(rf"[0-9a-f]{{{RUN_HASH_LENGTH},64}}", digest):
-            raise _error(f"option sha256={self.sha256!r} must be {RUN_HASH_LENGTH} to 64 hex digits")
+            raise spec_error(f"option sha256={self.sha256!r} must be {RUN_HASH_LENGTH} to 64 hex digits")
         self._set("sha256", digest[:RUN_HASH_LENGTH])
 
     def canonical(self) -> str:
-        return f"run(sha256={self.sha256}):{_body(self.path)}"
+        return f"run(sha256={self.sha256}):{format_body(self.path)}"
 
 
 @dataclass(frozen=True)
-class PluginSpec(_Spec):
+class PluginSpec(Spec):
     """A retriever from Python code: ``plugin`` is ``python`` (``target`` = ``module:callable``) or a kind
     registered by a package in the ``irflow.systems`` entry-point group. ``options`` are the keyword
     arguments of its factory as sorted ``(key, canonical value)`` pairs (see :func:`option_value`)."""
@@ -76,17 +84,17 @@ class PluginSpec(_Spec):
 
         self._set("plugin", str(self.plugin).strip().lower())
         if self.plugin not in installed_kinds():
-            raise _unknown_kind(self.plugin)
+            raise unknown_kind(self.plugin)
         target = str(self.target).strip()
         self._set("target", target)
         if self.plugin == "python" and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", target):
-            raise _error(f"python needs <module>:<callable>, e.g. python:mypkg.search:BM25Plus, got {target!r}")
+            raise spec_error(f"python needs <module>:<callable>, e.g. python:mypkg.search:BM25Plus, got {target!r}")
         options = dict(self.options)
         if len(options) != len(self.options):
-            raise _error(f"repeated option in {self.options!r}")
+            raise spec_error(f"repeated option in {self.options!r}")
         for key in options:
             if not key.isidentifier():
-                raise _error(f"option {key!r} of {self.plugin} must be a Python identifier (a keyword argument)")
+                raise spec_error(f"option {key!r} of {self.plugin} must be a Python identifier (a keyword argument)")
         self._set("options", tuple(sorted((k, _canonical_value(v)) for k, v in options.items())))
 
     @property
@@ -95,11 +103,11 @@ class PluginSpec(_Spec):
         return {k: option_value(v) for k, v in self.options}
 
     def canonical(self) -> str:
-        return self.plugin + _paren(list(self.options)) + (f":{_body(self.target)}" if self.target else "")
+        return self.plugin + format_paren(list(self.options)) + (f":{format_body(self.target)}" if self.target else "")
 
 
 @dataclass(frozen=True)
-class HttpSpec(_Spec):
+class HttpSpec(Spec):
     """A live search service: each query is sent to ``url``; ``options`` (sorted ``(key, value)``
     pairs, defaults left out) say how (``irflow.tasks.systems.http_options``)."""
 
@@ -113,11 +121,11 @@ class HttpSpec(_Spec):
         self._set("url", http_options.check_url(str(self.url)))
         options = dict(self.options)
         if len(options) != len(self.options):
-            raise _error(f"repeated option in {self.options!r}")
+            raise spec_error(f"repeated option in {self.options!r}")
         self._set("options", http_options.normalize(options))
 
     def canonical(self) -> str:
-        return f"http{_paren(list(self.options))}:{_body(self.url)}"
+        return f"http{format_paren(list(self.options))}:{format_body(self.url)}"
 
 
 def option_value(text: str) -> object:
@@ -143,17 +151,25 @@ def _canonical_value(text: object) -> str:
     return str(value)
 
 
-def parse_external(kind: str, options: dict[str, str], body: str, base: str | os.PathLike[str] | None) -> SystemSpec:
-    """The spec of kind ``run``, ``http`` or a plugin kind from its options and body (already unquoted);
-    a relative run path is read from ``base`` (default: the working directory)."""
-    if kind == "run":
-        _take(options, ("sha256",), "run")
-        if not body:
-            raise _error("run needs a file after ':', e.g. run:runs/bm25.trec")
-        path = Path(body).expanduser()
-        return RunSpec(path=str(path if path.is_absolute() else Path(base or ".").expanduser() / path), **options)
-    if kind == "http":
-        if not body:
-            raise _error("http needs a URL after ':', e.g. http:http://127.0.0.1:8080/search")
-        return HttpSpec(url=body, options=tuple(options.items()))
+def parse_run(kind: str, options: dict[str, str], body: str, base: str | os.PathLike[str] | None) -> RunSpec:
+    """``run[(sha256=...)]:<path>``; a relative path is read from ``base`` (default: the working directory)."""
+    check_options(options, ("sha256",), "run")
+    if not body:
+        raise spec_error("run needs a file after ':', e.g. run:runs/bm25.trec")
+    path = Path(body).expanduser()
+    return RunSpec(path=str(path if path.is_absolute() else Path(base or ".").expanduser() / path), **options)
+
+
+def parse_http(kind: str, options: dict[str, str], body: str, base: str | os.PathLike[str] | None) -> HttpSpec:
+    """``http[(options)]:<url>``."""
+    if not body:
+        raise spec_error("http needs a URL after ':', e.g. http:http://127.0.0.1:8080/search")
+    return HttpSpec(url=body, options=tuple(options.items()))
+
+
+def parse_plugin(kind: str, options: dict[str, str], body: str, base: str | os.PathLike[str] | None) -> PluginSpec:
+    """``python[(options)]:<module>:<callable>`` and every kind of the ``irflow.systems`` entry-point group."""
     return PluginSpec(plugin=kind, target=body, options=tuple(options.items()))
+
+
+KIND_PARSERS.update(run=parse_run, http=parse_http, plugin=parse_plugin)

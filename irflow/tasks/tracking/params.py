@@ -71,8 +71,8 @@ def metric_key(metric: str) -> str:
 
 def model_identity(model: str) -> str:
     """``hf:<name>@<commit>`` or ``sha256:<weights and configs>`` of a model, "unresolved" if it cannot be found."""
-    from irflow.tasks.embed.api import is_api_model
     from irflow.tasks.embed.models import resolve_model
+    from irflow.tasks.systems.api_options import is_api_model
 
     if is_api_model(model):
         return model  # the endpoint and dimensions come from the retrieval's info (model_identity)

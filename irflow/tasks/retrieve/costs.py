@@ -1,4 +1,5 @@
-"""Costs this run measured, and only those: a stage served from a cache says "cached" and carries no timing.
+"""What a retrieval cost: the system's cost block (index recall, API spend, dropped hits) and the costs
+this run measured, and only those: a stage served from a cache says "cached" and carries no timing.
 
 A BM25 index loaded from disk still knows how long its first build took, and an embedding cache
 remembers the documents/s of the run that encoded it; reported as this run's figures they mislead
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from irflow.tasks.core.schema import RetrievalInfo, info_nodes
+from irflow.tasks.retrieve.ranking import COUNTS
 
 
 def _leaves(info: RetrievalInfo) -> list[Mapping[str, Any]]:
@@ -68,3 +70,42 @@ def fresh_costs(
 
 
 __all__ = ["fresh_costs"]
+
+
+def retrieval_costs(info: RetrievalInfo, encodes: Sequence[Mapping[str, Any]] = ()) -> dict[str, float]:
+    """What a retrieval's info adds to its system's cost block: :func:`index_recall`, API costs (with
+    those of the corpus ``encodes`` of the embed stage), and the hits of unknown queries and documents
+    that external systems dropped (summed over the systems inside it)."""
+    out: dict[str, float] = {**index_recall(info), **api_costs(info, encodes)}
+    for key in COUNTS:
+        values = [int(node[key]) for node in info_nodes(info) if node.get(key) is not None]
+        if values:
+            out[key] = sum(values)
+    return out
+
+
+def api_costs(info: RetrievalInfo, encodes: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """Calls, tokens and USD spent on API embedding models (``tasks.api_embed``), summed over the
+    systems inside and the ``encodes`` (records of the embed stage); ``api_cost_usd`` only when every
+    model's price is known. Empty without API models."""
+    nodes = [node for node in [*info_nodes(info), *encodes] if "api_calls" in node]
+    if not nodes:
+        return {}
+    out: dict[str, Any] = {
+        "api_calls": sum(int(n["api_calls"]) for n in nodes),
+        "api_tokens": sum(int(n["api_tokens"]) for n in nodes),
+    }
+    if all(n.get("api_price_per_1m") is not None for n in nodes):
+        out["api_cost_usd"] = sum(int(n["api_tokens"]) * float(n["api_price_per_1m"]) / 1e6 for n in nodes)
+    return out
+
+
+def index_recall(info: RetrievalInfo) -> dict[str, float]:
+    """Recall@10 and @100 of the system's approximate indexes against exact search (the lowest of its
+    members for a hybrid or a rerank's first stage); empty when every index is exact."""
+    recall = {}
+    for key in ("index_recall_at_10", "index_recall_at_100"):
+        values = [float(node[key]) for node in info_nodes(info) if node.get(key) is not None]
+        if values:
+            recall[key] = min(values)
+    return recall

@@ -1,9 +1,8 @@
-"""Dense retrieval over the embedding cache: the text a document is embedded as, corpus and query
-vectors of a dataset under a ``DenseSpec``, and dense search through a FAISS index.
+"""A dataset's vectors under a ``DenseSpec``: the text a document is embedded as, the corpus and query
+vectors (read from the embedding cache, or encoded into it), and what an API model spent or would spend.
 
-Models live in ``tasks.models`` (local) and ``tasks.api_embed`` (behind an API); the resumable
-Parquet cache of vectors (and its keys) in ``tasks.embed_cache``. tasks.index (faiss) is imported
-inside ``dense_search``: importing this module is cheap.
+Models live in ``embed.models`` (local) and ``embed.api`` (behind an API); the resumable Parquet cache
+of vectors (and its keys) in ``embed.cache``; dense search over these vectors in ``retrieve.dense``.
 """
 
 from __future__ import annotations
@@ -14,17 +13,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 
 from irflow.tasks.core.schema import Dataset
-from irflow.tasks.embed.api import ApiModel, is_api_model
+from irflow.tasks.embed.api import ApiModel
 from irflow.tasks.embed.cache import Embeddings, embed_texts, part_path, plan_chunks, read_part, texts_key
 from irflow.tasks.embed.models import resolve_model, with_encoder
+from irflow.tasks.systems.api_options import is_api_model
 
 if TYPE_CHECKING:
     from irflow.tasks.embed.models import Encoder
-    from irflow.tasks.index.faiss_index import SearchIndex
     from irflow.tasks.systems.specs import DenseSpec
 
 
@@ -91,58 +89,6 @@ def embed_queries(dataset: Dataset, spec: DenseSpec, *, model: Encoder | None = 
         batch_size=spec.batch_size,
         **kwargs,
     )
-
-
-def dense_search(dataset: Dataset, spec: DenseSpec, depth: int) -> pd.DataFrame:
-    """Top-``depth`` documents per query by cosine similarity: columns query_id, doc_id, score.
-
-    ``df.attrs["dense"]`` carries what to track: model, identity, prompts, index parameters,
-    build time and encode counts. Hits whose doc id equals the query id are dropped where the
-    dataset asks for it (ArguAna, Quora).
-    """
-    from irflow.tasks.index.faiss_index import build_index
-
-    model = model_for(spec)
-    spent = api_spent(model)
-    index: SearchIndex
-    if spec.index == "blocks":  # out of core: streamed from the cache's Parquet parts (tasks.dense_blocks)
-        from irflow.tasks.index.cache_blocks import streamed_corpus
-
-        docs, index = streamed_corpus(dataset, spec, model)
-    else:
-        docs = embed_corpus(dataset, spec, model=model)
-        index = build_index(docs.vectors, spec.index, spec.index_params, cache_dir=docs.path)
-    queries = embed_queries(dataset, spec, model=model)
-    skip_self = dataset.ignore_identical_ids
-    scores, rows = index.search(queries.vectors, depth + (1 if skip_self else 0))
-
-    k = rows.shape[1]
-    run = pd.DataFrame(
-        {
-            "query_id": np.repeat(np.asarray(queries.ids, dtype=object), k),
-            "doc_id": np.asarray(docs.ids, dtype=object)[rows.ravel()],
-            "score": scores.ravel().astype(np.float64),
-        }
-    )
-    keep = rows.ravel() >= 0
-    if skip_self:
-        keep &= (run["query_id"] != run["doc_id"]).to_numpy()
-    run = run[keep]
-    run = run[run.groupby("query_id", sort=False).cumcount() < depth].reset_index(drop=True)
-    run.attrs["dense"] = {
-        "model": model.name,
-        "model_identity": model.identity,
-        "query_prompt": queries.info["prompt"],
-        "doc_prompt": docs.info["prompt"],
-        "max_seq_length": spec.max_seq_length,
-        "dim": docs.info["dim"],
-        "docs_encoded": docs.encoded,
-        "queries_encoded": queries.encoded,
-        "embedding_key": docs.key,
-        **index.tracking(),
-        **spent(),
-    }
-    return run
 
 
 def api_spent(model: Encoder) -> Any:

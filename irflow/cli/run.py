@@ -1,0 +1,114 @@
+"""``irflow run``: evaluate systems on a dataset (the ``evaluate`` flow), print the table and where
+everything went; ``--dry-run`` prices the API embedding calls instead."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from irflow.cli.orchestration import add_run_options
+from irflow.cli.terminal import metrics_table
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from irflow.cli.orchestration import configure_run, run_summary, stage_libraries
+    from irflow.flows.evaluate import (
+        DEFAULT_METRICS,
+        DEFAULT_SYSTEMS,
+        check_arguments,
+        claim_output,
+        release_output,
+        validate,
+    )
+    from irflow.tasks.core.run_identity import run_name
+
+    systems = list(args.system or DEFAULT_SYSTEMS)
+    metrics = list(args.metric or DEFAULT_METRICS)
+    if args.dry_run:
+        return _print_api_plan(args, systems)
+    specs, _ = validate(args.dataset, [args.baseline, *systems] if args.baseline else systems, metrics)  # in a second
+    check_arguments(args.dataset, args.split, args.depth, args.latency_runs)
+    output = claim_output(args.dataset, args.output, args.overwrite, run_name(args.dataset, specs))
+    try:
+        flow, extra = configure_run(args, stage_libraries(specs))  # the tracking store is checked before any stage
+        document = flow(
+            dataset=args.dataset,
+            systems=systems,
+            metrics=metrics,
+            split=args.split,
+            depth=args.depth,
+            output=str(output),
+            latency_runs=args.latency_runs,
+            baseline=args.baseline,
+            overwrite=args.overwrite,
+            run_name=output.name if args.output is None else None,
+            **extra,
+        )
+    finally:
+        if args.output is None:
+            release_output(output)  # only when the run left it empty
+    print()
+    print(metrics_table(document))
+    print(f"\nresults: {output}/ (metrics.json, per_query.parquet, runs/, report.md, plots/)")
+    print(run_summary(document))
+    return 0
+
+
+def _print_api_plan(args: argparse.Namespace, systems: list[str]) -> int:
+    """``irflow run --dry-run``: what the API embedding models would be asked, and cost; nothing is sent."""
+    from irflow.tasks.embed.vectors import api_plan
+    from irflow.tasks.ingest import load_dataset
+    from irflow.tasks.systems.specs import as_spec
+
+    specs = [str(as_spec(s)) for s in ([args.baseline, *systems] if args.baseline else systems)]
+    dataset = load_dataset(args.dataset, args.split)
+    timed = 10 + min(100, len(dataset.queries)) * args.latency_runs if args.latency_runs > 0 else 0
+    plan = api_plan(dataset, list(dict.fromkeys(specs)), latency_queries=timed)
+    print(f"{dataset.name} ({dataset.split}): {len(dataset.corpus):,} documents, {len(dataset.queries):,} queries")
+    if not plan:
+        print("no system calls an API: nothing to pay (dry run, nothing was run)")
+        return 0
+
+    def usd(value: float | None) -> str:
+        return "price unknown (option price=USD per 1M tokens)" if value is None else f"${value:,.4f}"
+
+    total: float | None = 0.0
+    for row in plan:
+        print(
+            f"{row['system']}\n  {row['model']}: {row['calls']:,} calls, {row['tokens']:,} tokens "
+            f"({row['tokens_counted_by']}), {usd(row['usd'])} to embed {row['texts']:,} texts "
+            f"({row['cached_texts']:,} cached)\n  latency stage: {row['latency_calls']:,} calls, "
+            f"~{row['latency_tokens']:,} tokens, {usd(row['latency_usd'])}"
+        )
+        parts = (row["usd"], row["latency_usd"])
+        total = None if total is None or None in parts else total + sum(p for p in parts if p is not None)
+    print(f"total: {usd(total)} (dry run: nothing was sent)")
+    return 0
+
+
+def add_run_parser(sub: Any) -> None:
+    """Register ``irflow run``."""
+    p = sub.add_parser("run", help="evaluate systems on a dataset (default: the demo dataset techdocs)")
+    p.add_argument("--dataset", default="techdocs", help="dataset name (default: techdocs)")
+    p.add_argument("--split", help="split (default: test; dev for MS MARCO)")
+    p.add_argument(
+        "--system",
+        action="append",
+        metavar="SPEC",
+        help="system spec, repeatable (default: bm25, dense:minilm, hybrid:bm25+dense:minilm)",
+    )
+    p.add_argument("--metric", action="append", metavar="NAME", help="metric, repeatable (e.g. nDCG@10, R@100)")
+    p.add_argument("--baseline", metavar="SPEC", help="the system the others are compared with (default: the first)")
+    p.add_argument("--depth", type=int, default=100, help="hits per query (default 100, at most 1000)")
+    p.add_argument(
+        "--output", metavar="DIR", help="result folder (default: a new results/<dataset>/<run name>/ and a latest link)"
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the results of another run in --output (refused otherwise)"
+    )
+    p.add_argument("--latency-runs", type=int, default=3, help="timed repetitions per query (0: skip latency)")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the calls, tokens and USD of API embedding models, run nothing"
+    )
+    p.set_defaults(func=cmd_run, runs_flow=True)
+    add_run_options(p)
