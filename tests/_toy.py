@@ -8,6 +8,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from irflow.tasks.core.schema import Dataset
+
 DOCS = [
     {"_id": "d1", "title": "Alpha", "text": "first doc"},
     {"_id": "d2", "title": "", "text": "second doc"},
@@ -53,3 +57,23 @@ def ingest_rounds(cache_dirs: list[str], barrier: Any, results: Any) -> None:
             results.put(("ok", dataset_info("techdocs")["fingerprint"]))
         except BaseException as err:  # report every failure, whatever it is
             results.put(("error", f"{type(err).__name__}: {err}"))
+
+
+def tiny_dataset(ignore_identical_ids: bool = False) -> Dataset:
+    corpus = pd.DataFrame(
+        {
+            "doc_id": ["d1", "d2", "d3", "q1", "d5"],
+            "title": ["Cats", "Dogs", "", "Cats and dogs", None],
+            "text": ["cats purr and sleep", "dogs bark loudly", "birds sing songs", "cats chase dogs", "fish swim"],
+        }
+    )
+    queries = pd.DataFrame({"query_id": ["q1", "q2", "q3"], "text": ["cats dogs", "the and of", "zebras"]})
+    qrels = pd.DataFrame({"query_id": ["q1"], "doc_id": ["d1"], "relevance": [1]})
+    return Dataset(
+        "tiny",
+        "test",
+        corpus,
+        queries,
+        qrels,
+        {"fingerprint": f"tiny-{ignore_identical_ids}", "ignore_identical_ids": ignore_identical_ids},
+    )

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from _folders import hostile_folder
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = {
     "irflow/datasets/beir.json",
     "irflow/datasets/techdocs/README.md",

@@ -25,7 +25,7 @@ from irflow.tasks.embed import vectors as embed
 from irflow.tasks.retrieve.dense import dense_search
 from irflow.tasks.systems.specs import DenseSpec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SEQ = 128  # short sequences: the tests check caching, not quality
 CHUNK = 64
 

@@ -23,7 +23,7 @@ import pytest
 from irflow.tasks.core import progress
 from irflow.tasks.embed import cache as embed_cache
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 WORKER = textwrap.dedent("""
     import hashlib, json, os, sys, time

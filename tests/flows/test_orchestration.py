@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from _folders import hostile_folder
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 

@@ -78,7 +78,7 @@ def test_run_writes_results_that_trec_eval_confirms(env: dict[str, str], tmp_pat
 
     # Recompute every number from the TREC run files with pytrec_eval, independently of irflow's metrics.
     qrels_lines = (
-        (Path(__file__).resolve().parents[1] / "irflow/datasets/techdocs/qrels/test.tsv").read_text().splitlines()[1:]
+        (Path(__file__).resolve().parents[2] / "irflow/datasets/techdocs/qrels/test.tsv").read_text().splitlines()[1:]
     )
     qrels: dict[str, dict[str, int]] = {}
     for line in qrels_lines:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from _toy import tiny_dataset
 
 from irflow.tasks.core.config import cache_dir
 from irflow.tasks.core.runs import order_run
@@ -27,26 +28,6 @@ def ndcg_at_10(dataset: Dataset, run: pd.DataFrame) -> float:
         scored.setdefault(q, {})[d] = float(s)
     per_query = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"}).evaluate(scored)
     return sum(per_query.get(q, {}).get("ndcg_cut_10", 0.0) for q in qrels) / len(qrels)
-
-
-def tiny_dataset(ignore_identical_ids: bool = False) -> Dataset:
-    corpus = pd.DataFrame(
-        {
-            "doc_id": ["d1", "d2", "d3", "q1", "d5"],
-            "title": ["Cats", "Dogs", "", "Cats and dogs", None],
-            "text": ["cats purr and sleep", "dogs bark loudly", "birds sing songs", "cats chase dogs", "fish swim"],
-        }
-    )
-    queries = pd.DataFrame({"query_id": ["q1", "q2", "q3"], "text": ["cats dogs", "the and of", "zebras"]})
-    qrels = pd.DataFrame({"query_id": ["q1"], "doc_id": ["d1"], "relevance": [1]})
-    return Dataset(
-        "tiny",
-        "test",
-        corpus,
-        queries,
-        qrels,
-        {"fingerprint": f"tiny-{ignore_identical_ids}", "ignore_identical_ids": ignore_identical_ids},
-    )
 
 
 # ---------------------------------------------------------------------------------------------

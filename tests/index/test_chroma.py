@@ -295,7 +295,7 @@ def test_the_test_server_dies_with_a_killed_test_process(tmp_path):
             time.sleep(600)
         """
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     starter = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=env)
     try:
         url = starter.stdout.readline().decode().strip()

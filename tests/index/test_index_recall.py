@@ -1,5 +1,5 @@
 """Recall against exact search (tasks.index.recall.measure_recall): the tie rule, the caps, and FAISS's
-approximate indexes tracking it on their first search (Chroma's: tests/test_chroma.py)."""
+approximate indexes tracking it on their first search (Chroma's: tests/index/test_chroma.py)."""
 
 from __future__ import annotations
 

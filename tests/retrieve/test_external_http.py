@@ -116,7 +116,7 @@ def test_service_errors_name_the_system_and_never_show_the_token(served, tmp_pat
 
 def test_answers_of_any_shape_read_as_the_checked_path_reads_them() -> None:
     """The quick read of the common shape and the hit-by-hit read agree, and a bad hit is named either way."""
-    from test_bm25 import tiny_dataset
+    from _toy import tiny_dataset
 
     from irflow.tasks.retrieve.http_service import HttpSearcher, ServiceError
 

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from _cli import irflow
-from test_bm25 import tiny_dataset
+from _toy import tiny_dataset
 
 from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.metrics import evaluate

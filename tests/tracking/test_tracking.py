@@ -36,7 +36,7 @@ from irflow.tasks.tracking.log import (
     tracking_uri,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SYSTEMS = ["bm25", "dense:minilm", "hybrid:bm25+dense:minilm"]
 METRICS = ["nDCG@10", "R@100"]
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"

@@ -30,7 +30,7 @@ from irflow.tasks.tracking.check import CHECK_TAG
 from irflow.tasks.tracking.log import Tracker, TrackingError, check_tracking
 from irflow.tasks.tracking.store import client_uri, redact, split_credentials
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SECRET = "s3cret-Pa55"
 

@@ -168,7 +168,7 @@ def bootstrap_ci(
       is expanded for small n (Hesterberg 2015, "What teachers should know about the bootstrap"):
       z = Φ⁻¹(α'/2) with Φ⁻¹(α'/2) = sqrt(n/(n−1))·t_{α/2, n−1}, which corrects the bootstrap's
       (n−1)/n variance and its normal tails; it vanishes as n grows. On skewed differences this
-      covers ≥ 92 % at n ≥ 10 for a nominal 95 % (tests/test_significance.py), where the
+      covers ≥ 92 % at n ≥ 10 for a nominal 95 % (tests/compare/test_significance.py), where the
       percentile interval covers 88 % (exponential differences, n = 10; 78 % at n = 5).
 
     Identical differences give the degenerate interval (mean, mean).

@@ -9,7 +9,7 @@ Public API::
     summary = mean(per_query)                      # {"nDCG@10": 0.67, ...}
     keys = {m.key: summary[m.name] for m in measures}   # MLflow-safe: ndcg_at_10
 
-Conventions (all trec_eval's, checked against pytrec_eval in tests/test_metrics.py): ranking by
+Conventions (all trec_eval's, checked against pytrec_eval in tests/metrics/test_metrics.py): ranking by
 score descending, ties by doc id descending; relevant = grade >= relevance_level; nDCG's gain is
 the grade (``dcg='exp-log2'``: 2^grade − 1) with discount log2(rank + 1) and the ideal ranking from
 all judgements; P@k divides by k; AP@k divides by the number of relevant judgements; judged queries
