@@ -5,10 +5,10 @@ native form; rank-bm25 as the decoded token strings) and search through the same
 (``BM25Index.search``: query tokenisation, top-k with trec_eval tie order, run table). Figures:
 
 * core       index from tokens + search all 300 queries at depth 100 (the headline ratio); irflow
-             builds bm25s's score matrix with whole-array numpy (``tasks.bm25.build_scores``);
+             builds bm25s's score matrix with whole-array numpy (``tasks.index.bm25.build_scores``);
              bm25s's own per-document build is timed beside it for reference
 * search     the 300-query search alone (queries/s)
-* end-to-end ``tasks.bm25.search`` from the dataset: tokenise + index (+ cache write) + search;
+* end-to-end ``tasks.index.bm25.search`` from the dataset: tokenise + index (+ cache write) + search;
              irflow cold (empty cache), tokens cached (a new k1/b on a tokenized corpus: a
              parameter sweep), warm (cached index), rank-bm25 (never cached)
 

@@ -9,7 +9,7 @@ of ``bm25`` against a bare bm25s engine built from the same tokens and answering
 tokenisation included. Dense (techdocs, all-MiniLM-L6-v2): irflow's ``dense:minilm`` against a bare
 ``SentenceTransformer.encode([query], normalize_embeddings=True)`` + ``faiss.IndexFlatIP.search`` over
 the same corpus vectors. Every query of the split is timed, one at a time, after a warm-up, with
-one thread for both (``tasks.latency.pinned_threads``). irflow and bare alternate, ``--rounds``
+one thread for both (``tasks.retrieve.latency.pinned_threads``). irflow and bare alternate, ``--rounds``
 times (one repeat each per round), so machine load hits both alike; reported: p50 of all samples
 of each, their ratio (target ≤ 1.1) and the load average before and after.
 

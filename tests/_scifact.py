@@ -1,4 +1,4 @@
-"""Private test helper: SciFact (test split) as a tasks.schema.Dataset, read straight from the
+"""Private test helper: SciFact (test split) as a tasks.core.schema.Dataset, read straight from the
 shared BEIR zip with zipfile/json/csv, whole or as a small subset that still has answers.
 
 Kept independent of tasks.ingest so the dense tests exercise embed/index only.

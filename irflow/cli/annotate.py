@@ -182,7 +182,7 @@ def zbench_preview(path: str, name: str, split: str) -> Iterator[Any]:
         manifest = canonical.build_dataset(folder, name, parsed.corpus_source(), [parsed.split(split)], origin)[split]
         candidates = folder / split / "candidates.parquet"
         if candidates.is_file():
-            manifest = {**manifest, "candidates": str(candidates)}
+            manifest["candidates"] = str(candidates)
         queries, qrels = (pd.read_parquet(folder / split / f"{t}.parquet") for t in ("queries", "qrels"))
         yield Dataset(name, split, pd.read_parquet(folder / "corpus.parquet"), queries, qrels, manifest)
 

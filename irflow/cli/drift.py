@@ -1,7 +1,7 @@
 """``irflow drift --reference D --current LOG``: has the query traffic moved away from evaluation set D?
 
 Wired into the CLI by ``flows.cli.build_parser`` with ``add_drift_parser(sub)``; the statistics are
-in ``tasks.drift``. Exit code 0 either way, or 3 with ``--fail-on-drift`` when drift is found (for a
+in ``tasks.evalsets.drift``. Exit code 0 either way, or 3 with ``--fail-on-drift`` when drift is found (for a
 nightly job's alert).
 """
 

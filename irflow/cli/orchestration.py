@@ -234,7 +234,7 @@ def _compare_within(args: argparse.Namespace) -> int:
 
 
 def format_changes(changes: Any, alpha: float = 0.05) -> str:
-    """A fixed-width table of ``tasks.regression.paired_changes``."""
+    """A fixed-width table of ``tasks.compare.regression.paired_changes``."""
     head = ("dataset", "system", "metric", "before", "after", "delta", "95% CI (BCa)", "p", "p adj", "W/T/L")
     rows = [
         (

@@ -2,7 +2,7 @@
 fill in) and ``irflow agreement`` (how far judges' filled sheets agree).
 
 Wired into the CLI by ``flows.cli.build_parser`` with ``add_pool_parsers(sub)``; the work is in
-``tasks.pool``. Filled sheets come back with ``irflow datasets import SHEET --format sheet --base D``.
+``tasks.evalsets.pool``. Filled sheets come back with ``irflow datasets import SHEET --format sheet --base D``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,10 @@ pandas).
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from irflow.tasks.core.schema import Manifest
 
 OPTIONS = ("sample", "strategy", "stratify", "seed", "min_count", "source", "since", "until")
 
@@ -54,7 +57,7 @@ def query_sampling(args: argparse.Namespace) -> Any:
     return Sampling(**given)
 
 
-def print_query_set(manifest: dict[str, Any], name: str) -> None:
+def print_query_set(manifest: Manifest, name: str) -> None:
     """What the import drew and what is judged (after the dataset's info)."""
     from irflow.tasks.ingest.querylog import describe
 

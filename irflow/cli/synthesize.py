@@ -1,4 +1,4 @@
-"""``irflow datasets synthesize``: synthetic queries for a dataset's documents (``tasks.synthesize``).
+"""``irflow datasets synthesize``: synthetic queries for a dataset's documents (``tasks.evalsets.synthesize``).
 
 Wired into ``irflow datasets`` by ``flows.cli`` with :func:`add_synthesize_parser`. Imports stay lazy
 (``--help`` loads no pandas).
@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import argparse
 import textwrap
+from typing import TYPE_CHECKING, cast
 
 from irflow.cli.terminal import print_dataset_info
 
-STYLES = ("keyword", "question", "paraphrase")  # tasks.synthesize.STYLES, without importing it
+if TYPE_CHECKING:
+    from irflow.tasks.core.schema import Manifest
+
+STYLES = ("keyword", "question", "paraphrase")  # tasks.evalsets.synthesize.STYLES, without importing it
 
 
 def add_synthesize_parser(datasets: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -91,7 +95,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(dry_run_text(result))
         return 0
-    print_dataset_info(result)
+    print_dataset_info(cast("Manifest", result))
     print(describe(result["source"]["synthesis"]))
     print(f"evaluate: irflow run --dataset {args.name} --system ... (the report segments by source and style)")
     return 0

@@ -13,7 +13,10 @@ import os
 import sys
 import textwrap
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from irflow.tasks.core.schema import Manifest
 
 PROGRESS_LOGGERS = ("irflow", "prefect.flow_runs", "prefect.task_runs")  # INFO shown by default
 TABLE_WIDTH = 120  # the terminal table fits this many columns
@@ -101,7 +104,7 @@ def metrics_table(document: Mapping[str, Any], width: int = TABLE_WIDTH) -> str:
 __all__ = ["LogFormatter", "QuietFilter", "configure_logging", "metrics_table"]
 
 
-def print_dataset_info(manifest: dict[str, Any]) -> None:
+def print_dataset_info(manifest: Manifest) -> None:
     """``irflow datasets info`` (and every command that makes a dataset): one line per fact of the manifest."""
     from irflow.tasks.ingest.qrels import describe_missing_documents
 

@@ -1,7 +1,7 @@
 """The nightly run's drift stage: each ``drift:`` check of the experiment (a query log against one of its
 datasets) as a Prefect task, summed up for the nightly flow's verdict, ``nightly.md``, MLflow and alert.
 
-Composition only: the statistics are ``tasks.drift``; ``flows.suite.nightly_flow`` calls
+Composition only: the statistics are ``tasks.evalsets.drift``; ``flows.suite.nightly_flow`` calls
 :func:`drift_stage` after the suite and reports its outcome beside the regression check's.
 """
 

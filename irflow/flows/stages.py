@@ -1,7 +1,7 @@
 """Prefect stages shared by the flows: embed (sharded on Dask, cached across runs), track (MLflow),
 the task runner, and the links between a Prefect flow run and its MLflow runs.
 
-Thin wrappers over ``tasks.sharding`` and ``tasks.tracking``; composition stays in the flows.
+Thin wrappers over ``tasks.embed.sharding`` and ``tasks.tracking``; composition stays in the flows.
 """
 
 from __future__ import annotations

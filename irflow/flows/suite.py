@@ -7,7 +7,7 @@ a significant paired test after correction, naming metric, delta, p-value and th
 Beside it, the experiment's ``drift:`` checks (``flows.nightly_drift``) test whether a query log drifted
 from its dataset's queries; a drift ends the run Failed with the alert (a check with ``fail: false``
 only reports it), but leaves the MLflow run FINISHED: its numbers remain the next run's baseline.
-Composition only: the work is in ``tasks.experiment``, ``tasks.regression``, ``tasks.drift`` and
+Composition only: the work is in ``tasks.experiment``, ``tasks.compare.regression``, ``tasks.evalsets.drift`` and
 ``tasks.tracking``.
 """
 

@@ -1,5 +1,5 @@
 """Encode each thing once: two real processes embedding the same texts on a fresh cache share one encode
-(the per-key lock of ``tasks.embed_cache``), and the progress line of long stages (``tasks.progress``).
+(the per-key lock of ``tasks.embed.cache``), and the progress line of long stages (``tasks.core.progress``).
 
 The encoder is a cheap fake (a hash of each text as its vector) in a helper script, so the test
 checks the locking, not a model: it counts its calls in a file, and the first process keeps

@@ -1,4 +1,4 @@
-"""The drift check a scheduled job runs (``tasks.drift.DriftCheck``): settings validated like an experiment
+"""The drift check a scheduled job runs (``tasks.evalsets.drift.DriftCheck``): settings validated like an experiment
 section, a same-distribution log passes, an off-domain one is flagged with an alert line, a report section
 and metrics to track (real MiniLM embeddings, seeded); and ``irflow nightly`` running it from the
 experiment's ``drift:`` section beside the regression check."""

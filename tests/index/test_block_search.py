@@ -1,4 +1,4 @@
-"""Out-of-core exact search (``tasks.block_search``): block by block equals FAISS's flat index, streamed
+"""Out-of-core exact search (``tasks.index.blocks``): block by block equals FAISS's flat index, streamed
 from the embedding cache's Parquet parts, one block held at a time; IVF-PQ from a sample; and
 ``dense(index=blocks)`` in a real evaluation of the demo dataset."""
 

@@ -1,6 +1,6 @@
 """Where a difference comes from: segments, document-type shares, length bias, disagreements, consistency.
 
-Pure functions over the canonical tables (``tasks.schema``) and the long per-query table
+Pure functions over the canonical tables (``tasks.core.schema``) and the long per-query table
 ``system, query_id, metric, value``; a run is ``query_id, doc_id, score, rank``. They answer the
 questions of a comparison beyond the mean: which query types each system handles, whether it
 prefers code over prose or long documents over short ones, where two systems disagree most, and

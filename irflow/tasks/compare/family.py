@@ -48,7 +48,7 @@ class ComparisonFamily:
 
 
 def families(table: pd.DataFrame) -> list[ComparisonFamily]:
-    """The families of a comparison table (``tasks.significance.compare_systems``/``compare_all``):
+    """The families of a comparison table (``tasks.compare.significance.compare_systems``/``compare_all``):
     one per metric, as those functions correct, in the table's order."""
     if table.empty:
         return []

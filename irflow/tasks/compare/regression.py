@@ -2,7 +2,7 @@
 
 Inputs are long per-query tables ``dataset, system, query_id, metric, value`` (``system`` is the
 label that identifies a system across runs). Each (dataset, system, metric) present in both runs is
-one paired comparison (``tasks.significance.compare``, candidate = after, baseline = before); the
+one paired comparison (``tasks.compare.significance.compare``, candidate = after, baseline = before); the
 randomization test's p-values are corrected over the whole family. A regression is a drop larger
 than ``threshold`` whose corrected p-value is below ``alpha``.
 """

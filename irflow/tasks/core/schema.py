@@ -73,6 +73,33 @@ class UnknownNameError(IrflowError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class Manifest(TypedDict, total=False):
+    """A stored split's ``manifest.json`` (written by ``ingest.canonical``): provenance and counts.
+
+    ``irflow datasets info --json`` prints it. Every key is present in a stored split except
+    ``unjudged_queries`` (a query set sampled from a log) and ``candidates`` (a zbench import's
+    candidates table, read by annotate); a dataset built in memory (tests, previews) may carry fewer.
+    """
+
+    name: str
+    split: str
+    source: dict[str, Any]  # kind, location, and what the import recorded (querylog, clicks, sheet, synthesis)
+    fingerprint: str  # sha256 of the table contents only: the same data by any route, the same fingerprint
+    documents: int
+    queries: int  # judged queries of the split (a sampled query set: every query)
+    judgements: int
+    grades: dict[str, int]  # grade -> number of judgements
+    ignore_identical_ids: bool  # ArguAna, Quora: a hit whose doc id equals the query id is dropped
+    dropped_qrels: dict[str, int]  # unknown_query, unknown_doc, duplicate
+    missing_documents: dict[str, Any]  # judged documents absent from the corpus (kept: relevant, unretrievable)
+    store_format: int
+    irflow_version: str
+    document_metadata: list[str]
+    query_metadata: list[str]
+    unjudged_queries: int
+    candidates: str
+
+
 @dataclass(frozen=True)
 class Dataset:
     """One canonical dataset split: corpus, judged queries of the split, and their qrels (a zbench
@@ -88,16 +115,16 @@ class Dataset:
     corpus: pd.DataFrame
     queries: pd.DataFrame
     qrels: pd.DataFrame
-    manifest: dict[str, Any] = field(default_factory=dict)
+    manifest: Manifest = field(default_factory=lambda: Manifest())
 
     @property
     def fingerprint(self) -> str:
-        return str(self.manifest["fingerprint"])
+        return self.manifest["fingerprint"]
 
     @property
     def ignore_identical_ids(self) -> bool:
         """True where a hit whose doc id equals the query id must be dropped (ArguAna, Quora)."""
-        return bool(self.manifest.get("ignore_identical_ids", False))
+        return self.manifest.get("ignore_identical_ids", False)
 
     def grades(self) -> dict[int, int]:
         """Histogram grade -> number of judgements."""

@@ -1,4 +1,4 @@
-"""Encoding and scoring with a local model on ONNX Runtime or OpenVINO (graphs from ``tasks.exports``),
+"""Encoding and scoring with a local model on ONNX Runtime or OpenVINO (graphs from ``tasks.embed.exports``),
 with the model's own tokenizer, truncation and pooling, batched by length as sentence-transformers does.
 
 * ``backend=onnx``: ONNX Runtime on the fused graph, fp32 or int8 (``quantize=int8``).

@@ -32,7 +32,7 @@ def encode(
     model: Encoder, texts: Sequence[str], *, prompt: str, max_seq_length: int | None, batch_size: int = 32
 ) -> np.ndarray:
     """Encode ``texts`` straight through ``SentenceTransformer.encode`` (normalised float32); an API
-    model (``tasks.api_embed``) sends them to its endpoint."""
+    model (``tasks.embed.api``) sends them to its endpoint."""
     if not isinstance(model, ResolvedModel):
         return model.encode(texts, prompt=prompt)
     if model.backend != "torch":

@@ -240,7 +240,7 @@ def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
     return digest.hexdigest()
 
 
-# (backend, quantize option) -> the recipe's name in the identity (tasks.exports builds them)
+# (backend, quantize option) -> the recipe's name in the identity (tasks.embed.exports builds them)
 QUANT_RECIPES = {("onnx", "int8"): "int8dyn-perchannel", ("openvino", "int8"): "int8static-smoothquant"}
 MODEL_MAX_SEQ_LENGTH: dict[str, int | None] = {}  # model path -> the model's own max_seq_length
 
@@ -249,7 +249,7 @@ class BackendUnavailableError(IrflowError):
     """An encoder backend (onnx, openvino) or device whose packages or hardware are missing here."""
 
 
-# The Python packages each non-torch backend needs (tasks.exports builds its graphs, tasks.backends runs them),
+# The Python packages each non-torch backend needs (embed.exports builds its graphs, embed.backends runs them),
 # and the extra that installs them.
 BACKEND_PACKAGES: dict[tuple[str, str | None], tuple[str, ...]] = {
     ("onnx", None): ("onnx", "onnxruntime"),
@@ -289,7 +289,7 @@ def _load_kwargs(precision: str, device: str | None) -> dict[str, Any]:
 @functools.lru_cache(maxsize=4)
 def load_sentence_transformer(path: str, precision: str = "fp32", device: str | None = None) -> Any:
     """Load a bi-encoder on torch once per process (reranking many queries must not reload it); the other
-    backends run exported graphs (``tasks.backends``)."""
+    backends run exported graphs (``tasks.embed.backends``)."""
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(path, **_load_kwargs(precision, device))

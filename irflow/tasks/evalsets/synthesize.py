@@ -20,12 +20,12 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.core.schema import Dataset, InputError
+from irflow.tasks.core.schema import Dataset, InputError, Manifest
 from irflow.tasks.evalsets.synthesize_llm import (
     AnswerCache,
     GenerationFailedError,
@@ -328,7 +328,7 @@ def synthesize(config: SynthesisConfig, *, dry_run: bool = False, cache: AnswerC
         "base_queries": len(records) - len(kept),
     }
     source = {"kind": "synthetic", "location": generator.name, **_provenance(base), "synthesis": summary}
-    return _store(base, config.name, config.split or base.split, records, qrels, source)
+    return cast(dict[str, Any], _store(base, config.name, config.split or base.split, records, qrels, source))
 
 
 def _provenance(base: Dataset) -> dict[str, Any]:
@@ -347,14 +347,14 @@ def _check_name(name: str) -> None:
 
 def _store(
     base: Dataset, name: str, split: str, records: list[QueryRecord], qrels: list[QrelRow], source: dict[str, Any]
-) -> dict[str, Any]:
+) -> Manifest:
     """Build the dataset over the base corpus with the canonical builder and publish it whole."""
     from irflow.tasks.ingest import canonical, store
     from irflow.tasks.ingest.custom import base_corpus
 
     split_source = canonical.SplitSource(split, records, qrels, "synthetic queries", "synthetic judgements")
 
-    def build(folder: Any) -> dict[str, dict[str, Any]]:
+    def build(folder: Any) -> dict[str, Manifest]:
         return canonical.build_dataset(folder, name, base_corpus(base), [split_source], source)
 
     with store.building(name):

@@ -1,9 +1,9 @@
 """``dense(index=blocks)`` out of core: a dataset's corpus vectors streamed from the embedding cache's
-Parquet parts into :func:`tasks.block_search.block_search`, never assembled into one matrix.
+Parquet parts into :func:`tasks.index.blocks.block_search`, never assembled into one matrix.
 
 Parts are read in part order; part ``c`` holds the corpus rows ``plan_chunks(texts)[c]`` (longest
 text first), so every vector keeps its corpus row and ties at the k-th score keep the lower corpus
-row, as :mod:`tasks.block_search` promises. A missing or damaged part is encoded (and cached) when the
+row, as :mod:`tasks.index.blocks` promises. A missing or damaged part is encoded (and cached) when the
 stream reaches it. Memory: one block of ``block_size`` rows, one part, and the running top-k. Scores
 are exact inner products computed by FAISS; their blocks follow part order, not the corpus order
 of the in-memory flat index, so a score can differ from the flat index's in its last bit.

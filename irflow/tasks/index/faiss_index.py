@@ -1,6 +1,6 @@
 """FAISS indexes over cached embedding matrices: exact inner product by default, HNSW, IVF and
-IVF-PQ for large corpora, ``blocks`` (exact, block by block: ``tasks.block_search``); ``chroma``
-hands the same vectors to a Chroma server (``tasks.vectordb``).
+IVF-PQ for large corpora, ``blocks`` (exact, block by block: ``tasks.index.blocks``); ``chroma``
+hands the same vectors to a Chroma server (``tasks.index.chroma``).
 
 Vectors are L2-normalised, so inner product is cosine similarity. An approximate index is cached
 beside the embeddings it was built from (``<embedding key dir>/index-<kind>-<hash>.faiss``,
@@ -43,7 +43,7 @@ DEFAULT_PARAMS: dict[str, dict[str, int | None]] = {
     "ivf": {"nlist": None, "nprobe": 16},
     "ivfpq": {"nlist": None, "m": None, "nbits": 8, "nprobe": 16},
     "chroma": {"M": None, "efConstruction": None, "efSearch": None},  # None: the server's default
-    "blocks": {"block_size": 65536},  # exact, in blocks of 96 MiB at d=384 (tasks.block_search); nothing built
+    "blocks": {"block_size": 65536},  # exact, in blocks of 96 MiB at d=384 (tasks.index.blocks); nothing built
 }
 SEARCH_PARAMS = frozenset({"efSearch", "nprobe"})
 
@@ -162,7 +162,7 @@ def build_index(
     """Build (or load from ``cache_dir``) an inner-product index over ``vectors`` (n, d float32).
 
     Row i of ``vectors`` is row i of every search result. ``chroma`` loads them into a new
-    collection of the Chroma server at ``IRFLOW_CHROMA_URL`` (nothing cached; see ``tasks.vectordb``).
+    collection of the Chroma server at ``IRFLOW_CHROMA_URL`` (nothing cached; see ``tasks.index.chroma``).
     """
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     n, d = vectors.shape

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from irflow.tasks.core.config import package_data
-from irflow.tasks.core.schema import Dataset, InputError, UnknownNameError
+from irflow.tasks.core.schema import Dataset, InputError, Manifest, UnknownNameError
 from irflow.tasks.ingest import beir, canonical, clicks, custom, msmarco, querylog, sheet, store
 
 EMBEDDED = {"techdocs": package_data("datasets", "techdocs")}
@@ -173,7 +173,7 @@ def import_dataset(
     drop_missing_documents: bool = False,
     min_impressions: int = clicks.MIN_IMPRESSIONS,
     sampling: querylog.Sampling | None = None,
-) -> dict[str, Any]:
+) -> Manifest:
     """Ingest a local source under ``name``, replacing a dataset of that name; returns the split's manifest.
 
     Judgements of documents absent from the corpus are kept (trec_eval and BEIR semantics: relevant,
@@ -244,10 +244,10 @@ def _import_builder(
     base: Dataset | None,
     min_impressions: int = clicks.MIN_IMPRESSIONS,
     sampling: querylog.Sampling | None = None,
-) -> Callable[[Path], dict[str, dict[str, Any]]]:
+) -> Callable[[Path], dict[str, Manifest]]:
     """The function that reads ``path`` and builds the dataset into a folder (see :func:`import_dataset`)."""
 
-    def build(folder: Path) -> dict[str, dict[str, Any]]:
+    def build(folder: Path) -> dict[str, Manifest]:
         if fmt == "msmarco":
             splits = [msmarco.read_split(path, split)]
             return canonical.build_dataset(folder, name, msmarco.corpus_source(path), splits, source)
@@ -281,10 +281,10 @@ def _import_builder(
 
 def _build_beir(
     folder: Path, path: Path, name: str, split: str, source: dict[str, Any], *, explicit: bool
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Manifest]:
     """A BEIR folder or zip: every split, the requested one first (so a missing one fails before any work)."""
 
-    def from_root(root: Path) -> dict[str, dict[str, Any]]:
+    def from_root(root: Path) -> dict[str, Manifest]:
         available = beir.available_splits(root)
         if split not in available:
             raise UnknownNameError(
@@ -316,7 +316,7 @@ def list_datasets() -> list[dict[str, Any]]:
     return rows
 
 
-def dataset_info(name: str, split: str | None = None) -> dict[str, Any]:
+def dataset_info(name: str, split: str | None = None) -> Manifest:
     """The manifest of a dataset split (ingesting it first if needed; a stored split is not loaded)."""
     split = store.check_split(split or default_split(name))
     if name not in EMBEDDED and not name.startswith("beir/"):
@@ -326,4 +326,4 @@ def dataset_info(name: str, split: str | None = None) -> dict[str, Any]:
     with store.reading(name):
         if store.has_split(name, split) and name not in EMBEDDED:
             return store.read_manifest(name, split)
-    return dict(load_dataset(name, split).manifest)
+    return Manifest(**load_dataset(name, split).manifest)

@@ -43,7 +43,7 @@ import pandas as pd
 
 from irflow.tasks.core.atomic import write_json
 from irflow.tasks.core.config import irflow_version
-from irflow.tasks.core.schema import InputError
+from irflow.tasks.core.schema import InputError, Manifest
 from irflow.tasks.ingest.qrels import clean_qrels
 from irflow.tasks.ingest.records import (
     DocRecord,
@@ -283,7 +283,7 @@ def build_dataset(
     source: dict[str, Any],
     *,
     ignore_identical_ids: bool = False,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Manifest]:
     """Check every record and write the whole dataset into ``folder``; returns the manifest of each split.
 
     ``splits`` may be a generator: each split is read, checked and written before the next one.
@@ -325,7 +325,7 @@ def write_split(
     corpus_info: dict[str, Any],
     ignore_identical_ids: bool = False,
     drop_missing_documents: bool = False,
-) -> dict[str, Any]:
+) -> Manifest:
     """Check one split against the corpus already in ``folder`` and write it; returns its manifest.
 
     The corpus is not loaded (only its id column is read), so a split of a large collection stays cheap.
@@ -359,7 +359,7 @@ def write_split(
     queries = queries[queries["query_id"].isin(kept)].dropna(axis=1, how="all").reset_index(drop=True)
     fp = fingerprint(corpus_info["digest"], corpus_info["documents"], queries, qrels)
     grades = {str(int(g)): int(n) for g, n in qrels["relevance"].value_counts().sort_index().items()}
-    manifest = {
+    manifest: Manifest = {
         "name": name,
         "split": split.split,
         "source": source,

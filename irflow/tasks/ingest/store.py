@@ -28,7 +28,7 @@ import pandas as pd
 
 from irflow.tasks.core.atomic import file_lock, publish_dir, temp_dir
 from irflow.tasks.core.config import cache_dir
-from irflow.tasks.core.schema import Dataset, InputError, UnknownNameError
+from irflow.tasks.core.schema import Dataset, InputError, Manifest, UnknownNameError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -162,12 +162,12 @@ def read_json(name: str, *parts: str) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
-def dropped_missing_documents(manifest: dict[str, Any]) -> bool:
+def dropped_missing_documents(manifest: Manifest) -> bool:
     """True if the split was stored with judgements of documents absent from the corpus dropped."""
     return bool(manifest.get("dropped_qrels", {}).get("unknown_doc"))
 
 
-def read_manifest(name: str, split: str) -> dict[str, Any]:
+def read_manifest(name: str, split: str) -> Manifest:
     path = dataset_dir(name) / check_split(split) / "manifest.json"
     if not path.is_file():
         raise UnknownNameError(

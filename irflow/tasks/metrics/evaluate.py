@@ -60,7 +60,7 @@ def evaluate(
     overrides it). Returns columns ``query_id`` (str), ``measure`` (canonical name), ``value``
     (float64), sorted by query id, measures in the order given.
 
-    Raises :class:`tasks.schema.InputError` for a (query_id, doc_id) pair that appears twice in
+    Raises :class:`tasks.core.schema.InputError` for a (query_id, doc_id) pair that appears twice in
     the run (trec_eval refuses it; pytrec_eval's dict input would silently keep one) or in the
     qrels, for missing columns, NaN scores or non-integer grades.
     """

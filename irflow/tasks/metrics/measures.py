@@ -179,7 +179,7 @@ def _bad(name: str, why: str) -> UnknownNameError:
 def parse_measure(name: str | Measure) -> Measure:
     """Parse a canonical measure name (``parse_measure(m.name) == m``).
 
-    Raises :class:`tasks.schema.UnknownNameError` listing the valid families for anything that
+    Raises :class:`tasks.core.schema.UnknownNameError` listing the valid families for anything that
     is not a measure.
     """
     if isinstance(name, Measure):

@@ -10,7 +10,7 @@ from irflow.tasks.report.format import img, md_table, ms
 
 
 def _seconds(c: Mapping[str, Any], key: str, stage: str) -> str:
-    """A stage's seconds, ``cached`` where this run loaded it instead (``tasks.fresh_costs``), else ``-``."""
+    """A stage's seconds, ``cached`` where this run loaded it instead (``tasks.retrieve.costs``), else ``-``."""
     value = c.get(key)
     cached = [part for part in c.get("cached") or () if part.startswith(stage)]
     if value is not None:

@@ -1,7 +1,7 @@
 """PNG plots of a comparison: per-query distributions, metric@k curves, segment and document-type bars,
 latency, and per-query differences against the baseline.
 
-Each function takes plain tables (see ``tasks.analysis``) and writes one PNG atomically.
+Each function takes plain tables (see ``tasks.compare.analysis``) and writes one PNG atomically.
 matplotlib is imported lazily with the Agg backend, so importing this module costs nothing and
 no display is ever needed. Systems keep one colour across all plots (their order in ``labels``).
 """
@@ -149,7 +149,7 @@ def _grouped_bars(
 def segment_bars(
     table: pd.DataFrame, column: str, metric: str, path: str | os.PathLike[str], labels: Mapping[str, str]
 ) -> Path:
-    """Mean ``metric`` per segment (``tasks.analysis.segments`` output), one bar per system."""
+    """Mean ``metric`` per segment (``tasks.compare.analysis.segments`` output), one bar per system."""
     systems = [s for s in labels if s in table.columns]
     groups = [f"{v} (n={n})" for v, n in zip(table[column], table["queries"])]
     fig, ax = _figure(figsize=(8, 1.6 + 0.22 * len(groups) * max(len(systems), 2)))

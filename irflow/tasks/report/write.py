@@ -5,9 +5,9 @@ Files in a result folder::
     metrics.json        {"dataset": {...}, "systems": {SPEC: {METRIC: mean}}, "baseline": SPEC, "cost": ...}
     per_query.parquet   system, query_id, metric, value       (the unit of every comparison)
     runs/<slug>.trec    each system's run, TREC format
-    significance.csv    every system against the baseline, every metric (tasks.significance)
+    significance.csv    every system against the baseline, every metric (tasks.compare.significance)
     report.md, plots/*.png
-    report.html         report.md's content as one self-contained page (tasks.report_html)
+    report.html         report.md's content as one self-contained page (tasks.report.html)
 
 ``report.md``, ``significance.csv`` and the plots are derived from the first three files (and the
 dataset, re-loaded by the name, split and fingerprint stored in metrics.json), so

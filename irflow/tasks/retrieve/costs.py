@@ -16,6 +16,8 @@ from typing import Any
 from irflow.tasks.core.schema import RetrievalInfo, info_nodes
 from irflow.tasks.retrieve.ranking import COUNTS
 
+__all__ = ["api_costs", "fresh_costs", "index_recall", "retrieval_costs"]
+
 
 def _leaves(info: RetrievalInfo) -> list[Mapping[str, Any]]:
     return [node for node in info_nodes(info) if "members" not in node and "first_stage" not in node]
@@ -69,9 +71,6 @@ def fresh_costs(
     return out
 
 
-__all__ = ["fresh_costs"]
-
-
 def retrieval_costs(info: RetrievalInfo, encodes: Sequence[Mapping[str, Any]] = ()) -> dict[str, float]:
     """What a retrieval's info adds to its system's cost block: :func:`index_recall`, API costs (with
     those of the corpus ``encodes`` of the embed stage), and the hits of unknown queries and documents
@@ -85,7 +84,7 @@ def retrieval_costs(info: RetrievalInfo, encodes: Sequence[Mapping[str, Any]] = 
 
 
 def api_costs(info: RetrievalInfo, encodes: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
-    """Calls, tokens and USD spent on API embedding models (``tasks.api_embed``), summed over the
+    """Calls, tokens and USD spent on API embedding models (``tasks.embed.api``), summed over the
     systems inside and the ``encodes`` (records of the embed stage); ``api_cost_usd`` only when every
     model's price is known. Empty without API models."""
     nodes = [node for node in [*info_nodes(info), *encodes] if "api_calls" in node]

@@ -24,7 +24,7 @@ def dense_search(dataset: Dataset, spec: DenseSpec, depth: int) -> pd.DataFrame:
     model = model_for(spec)
     spent = api_spent(model)
     index: SearchIndex
-    if spec.index == "blocks":  # out of core: streamed from the cache's Parquet parts (tasks.dense_blocks)
+    if spec.index == "blocks":  # out of core: streamed from the cache's Parquet parts (tasks.index.cache_blocks)
         docs, index = streamed_corpus(dataset, spec, model)
     else:
         docs = embed_corpus(dataset, spec, model=model)

@@ -1,5 +1,5 @@
 """Run a system over a dataset's queries: BM25, dense, hybrid (reciprocal-rank fusion), rerank, and
-the systems built elsewhere (run files, Python retrievers, search services: ``tasks.external``).
+the systems built elsewhere (run files, Python retrievers, search services: ``tasks.systems.external``).
 
 ``retrieve`` gives the run of one system; ``measure_latency`` times the same search path one
 query at a time. Both go through a *searcher*: the prepared index (or a composition of
@@ -53,7 +53,7 @@ class LatencyReport:
     cost (``clock_overhead_ms``) subtracted. ``queries`` of the split's ``queries_total`` were timed
     (``sample``), each ``num_runs`` times; ``p50_ms``/``p95_ms``/``p99_ms`` pool every sample, and
     ``p50_ms_min`` … ``p95_ms_max`` summarise the per-repeat percentiles, ``p50_ms_ci_low`` …
-    ``p95_ms_ci_high`` are 95 % bootstrap intervals over queries (:func:`tasks.latency.spread`).
+    ``p95_ms_ci_high`` are 95 % bootstrap intervals over queries (:func:`tasks.retrieve.latency.spread`).
     ``load_before``/``load_after``: the machine's 1-minute load average around the timing.
     A system made only of run files has no search to time: its figures are None and ``note`` says
     why. A service (``http:``) adds ``load_curve``: queries/s and latency at each concurrency level.
@@ -122,7 +122,7 @@ def measure_latency(
 
     ``sample`` queries are drawn (seeded, so repeatable) from the dataset; None = all of them.
     What is timed is ``Searcher.query`` (the system's own work), with ``threads`` threads for every
-    system (:func:`tasks.latency.pinned_threads`). The index is prepared once beforehand; its build
+    system (:func:`tasks.retrieve.latency.pinned_threads`). The index is prepared once beforehand; its build
     time (and, for dense, the embed stage's documents/s) is reported alongside.
     """
     depth = validate_depth(depth)

@@ -78,7 +78,7 @@ INDEX_PARAMS: dict[str, tuple[str, ...]] = {  # FAISS index kind -> the integer 
     "ivf": ("nlist", "nprobe"),
     "ivfpq": ("nlist", "nprobe", "m", "nbits"),
     "chroma": ("M", "efConstruction", "efSearch"),  # a Chroma server's HNSW collection (IRFLOW_CHROMA_URL)
-    "blocks": ("block_size",),  # exact search block by block, memory bounded (tasks.block_search)
+    "blocks": ("block_size",),  # exact search block by block, memory bounded (tasks.index.blocks)
 }
 _BM25_OPTIONS = ("k1", "b", "backend", "method", "stemmer", "stopwords")
 _DENSE_OPTIONS = ("max_seq_length", "query_prompt", "doc_prompt", "batch_size")  # besides index and its parameters
