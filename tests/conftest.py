@@ -70,6 +70,43 @@ def _stop_ephemeral_prefect() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _e2e_services(request: pytest.FixtureRequest) -> None:
+    """An ``e2e`` test gets the session's Prefect API (started on the first one): unit tests start nothing."""
+    if request.node.get_closest_marker("e2e"):
+        request.getfixturevalue("prefect_server")
+
+
+@pytest.fixture(scope="session")
+def prefect_server() -> Iterator[str]:
+    """One Prefect API per test session (per xdist worker): the ``irflow`` commands the tests start report
+    their flows to it instead of each starting a temporary server of its own (~10 s of CPU each).
+
+    It is irflow's own temporary server (:class:`~irflow.flows.prefect_api.TemporaryServer`: 127.0.0.1, a
+    free port, dying with this process) and goes by ``PREFECT_API_URL``, as a configured server would.
+    Tests of the temporary server itself use :func:`temporary_prefect_server`.
+    """
+    from irflow.flows.prefect_api import TemporaryServer
+
+    server = TemporaryServer()
+    try:
+        server.wait(float(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]))
+        # It serves no UI, as a command's temporary server serves none: no "View at" links, no flow-run URLs.
+        os.environ.update(PREFECT_API_URL=server.api_url, PREFECT_UI_URL="")
+        yield server.api_url
+    finally:
+        for key in ("PREFECT_API_URL", "PREFECT_UI_URL"):
+            os.environ.pop(key, None)
+        server.stop()
+
+
+@pytest.fixture
+def temporary_prefect_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No configured Prefect API: every ``irflow`` the test starts starts (and stops) its own temporary server."""
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.delenv("PREFECT_UI_URL", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _isolated_tracking(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every test logs to its own MLflow store (SQLite, artifacts beside it), never the project's mlruns/."""
     uri = f"sqlite:///{tmp_path_factory.mktemp('mlruns') / 'mlflow.db'}"

@@ -14,6 +14,8 @@ import pytest
 from _cli import irflow
 from _fake_chat import SECRET, FakeChat, corpus, write_query_documents
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def servers() -> Iterator[list[FakeChat]]:

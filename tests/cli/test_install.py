@@ -49,6 +49,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return found
 
 
+@pytest.mark.e2e
 def test_wheel_holds_only_the_irflow_package_and_its_data(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     tops = {name.split("/", 1)[0] for name in names}
@@ -94,6 +95,7 @@ def test_installed_wheel_runs_the_demo_from_a_folder_that_shadows_generic_names(
     assert metrics["dataset"]["fingerprint"] == dataset_info("techdocs")["fingerprint"]
 
 
+@pytest.mark.e2e
 def test_the_nightly_experiment_ships_with_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from irflow.flows.suite import DEFAULT_NIGHTLY_CONFIG, resolve_experiment
     from irflow.tasks.core.schema import InputError

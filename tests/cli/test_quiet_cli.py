@@ -9,7 +9,10 @@ import os
 import re
 from pathlib import Path
 
+import pytest
 from _cli import irflow
+
+pytestmark = pytest.mark.e2e
 
 LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) ([\w.]+): ")
 PROGRESS = re.compile(r"^(irflow|prefect\.flow_runs|prefect\.task_runs)(\.|$)")

@@ -64,6 +64,7 @@ def _irflow(cwd: Path, *args: str, systems: tuple[str, ...] = ("--system", "bm25
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.e2e
 def test_two_runs_keep_both_folders_and_name_their_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

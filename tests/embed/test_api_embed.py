@@ -46,6 +46,7 @@ def requests(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
+@pytest.mark.e2e
 def test_an_embedding_api_gives_the_local_models_numbers_once_and_never_shows_the_key(tmp_path: Path) -> None:
     """End to end through ``irflow run``: dense:openai over the server equals dense:minilm (same vectors);
     the dry run prices what is not cached; a rerun sends 0 requests; the key echoed by a leaky gateway is
@@ -199,6 +200,7 @@ def test_retry_after_reads_seconds_and_dates() -> None:
     assert 25 <= retry_after_seconds(date) <= 31  # type: ignore[operator]
 
 
+@pytest.mark.e2e
 def test_the_rate_limiter_holds_requests_and_tokens_per_minute() -> None:
     limiter = RateLimiter(rpm=120)  # 2 per second after a burst of 120
     waits = [limiter.reserve() for _ in range(124)]

@@ -214,6 +214,7 @@ def test_a_cross_encoder_the_exported_backends_cannot_score_is_named(tmp_path: P
     assert backends._activation(str(tmp_path))(np.array([2.5]))[0] == 2.5
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(importlib.util.find_spec("onnx") is None, reason="needs irflow[fast] (onnx, onnxruntime)")
 def test_irflow_run_reports_what_int8_costs_beside_torch_fp32(onnx_cache: Path, tmp_path: Path) -> None:
     """Speed and quality side by side in one run: the report's backend table gives the encode-rate ratio

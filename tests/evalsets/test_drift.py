@@ -53,6 +53,7 @@ def test_same_distribution_passes_and_another_domain_drifts() -> None:
     assert drift(half_a, claims, vectors_a, vectors_claims, permutations=500) == shifted, "seeded: repeatable"
 
 
+@pytest.mark.e2e
 def test_drift_command_flags_a_shifted_log_with_its_exit_code(tmp_path: Path) -> None:
     require_scifact()
     with zipfile.ZipFile(SCIFACT_ZIP) as zf:

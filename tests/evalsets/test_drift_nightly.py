@@ -73,6 +73,7 @@ def test_an_experiment_drift_section_is_checked_before_any_stage(tmp_path: Path)
         load_experiment(config)
 
 
+@pytest.mark.e2e
 def test_irflow_nightly_raises_drift_beside_the_regression_verdict(tmp_path: Path) -> None:
     """``irflow nightly`` twice with a ``drift:`` section: traffic like techdocs' own queries passes (the
     verdict says so), then recipe questions in the same log fail the run with the alert next to the

@@ -37,6 +37,7 @@ def fill(sheet: Path, out: Path, truth: dict[tuple[str, str], int], every: int =
     return filled
 
 
+@pytest.mark.e2e
 def test_pool_fill_import_and_evaluate_like_trec_eval(tmp_path: Path) -> None:
     """techdocs with its judgements thinned to a third plays "incomplete"; the pool of bm25 and a
     tuned bm25 is judged from the full judgements; the merged dataset evaluates as pytrec_eval does."""
@@ -146,6 +147,7 @@ def test_agreement_matches_published_values_and_scikit_learn() -> None:
     )
 
 
+@pytest.mark.e2e
 def test_agreement_command_on_two_filled_sheets_matches_a_hand_computation(tmp_path: Path) -> None:
     """Two judges grade 10 shared (query, document) units 0-3 and disagree on 3, by one grade each; judge 1
     also grades an 11th that judge 2 left blank. By hand: p_o = 7/10, p_e = (3·3 + 3·3 + 2·3 + 2·1)/100 =

@@ -86,6 +86,7 @@ def _files_holding(folder: Path, secret: str) -> list[Path]:
     return [p for p in folder.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
 
 
+@pytest.mark.e2e
 def test_synthesize_end_to_end_filters_dedupes_stores_and_evaluates_by_source(tmp_path: Path) -> None:
     """12 calls against the fake chat server: one prose answer, a generic query in every answer (duplicates),
     paraphrases nobody can find (round trip fails); the kept queries are stored beside techdocs' own,
@@ -157,6 +158,7 @@ def test_synthesize_end_to_end_filters_dedupes_stores_and_evaluates_by_source(tm
     assert _files_holding(cache, KEY) == [] and _files_holding(out, KEY) == []
 
 
+@pytest.mark.e2e
 def test_a_refused_key_stops_at_once_stores_nothing_and_is_never_shown(tmp_path: Path) -> None:
     cache = Path(os.environ["IRFLOW_CACHE_DIR"])
     log = tmp_path / "chat.jsonl"

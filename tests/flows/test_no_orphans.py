@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads the process tree from /proc")
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads the process tree from /proc"),
+]
 
 
 def _children(pid: int) -> set[int]:

@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 from _folders import hostile_folder
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 

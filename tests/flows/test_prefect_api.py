@@ -25,6 +25,8 @@ from prefect.settings import (
 
 from irflow.flows import prefect_api
 
+pytestmark = pytest.mark.usefixtures("temporary_prefect_server")  # what a command does with no API configured
+
 
 @task(cache_policy=NONE)
 def double(x: int) -> int:
@@ -44,6 +46,7 @@ def _answers(url: str) -> bool:
         return False
 
 
+@pytest.mark.e2e
 def test_command_scope_runs_flows_on_its_own_server_and_stops_it() -> None:
     assert get_current_settings().api.url is None and "PREFECT_API_URL" not in os.environ
     with prefect_api.prefect_api():
@@ -74,6 +77,7 @@ def test_command_scope_runs_flows_on_its_own_server_and_stops_it() -> None:
     assert prefect_api._server is None
 
 
+@pytest.mark.e2e
 def test_a_server_stopped_while_starting_stops_quietly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """An early error ends the command while the server is still starting: the start watcher must
     end without touching the closed log (it printed a thread traceback after the error message)."""
@@ -91,6 +95,7 @@ def test_a_server_stopped_while_starting_stops_quietly(monkeypatch: pytest.Monke
     assert errors == []
 
 
+@pytest.mark.e2e
 def test_a_configured_api_is_used_as_is() -> None:
     with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}):
         with prefect_api.prefect_api():
@@ -99,6 +104,7 @@ def test_a_configured_api_is_used_as_is() -> None:
             assert get_current_settings().api.url == "http://127.0.0.1:9/api"
 
 
+@pytest.mark.e2e
 def test_a_server_that_cannot_start_fails_with_its_output(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the database folder should be")

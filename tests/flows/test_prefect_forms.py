@@ -3,6 +3,10 @@ ad-hoc run (its name, folder and summary artifact) is tested in test_orchestrati
 
 from __future__ import annotations
 
+import pytest
+
+pytestmark = pytest.mark.e2e
+
 USER_PARAMETERS = {
     "dataset",
     "systems",

@@ -30,6 +30,7 @@ def env(tmp_path: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.e2e
 def test_datasets_info_techdocs_json(env: dict[str, str]) -> None:
     done = irflow("datasets", "info", "techdocs", "--json", env=env)
     assert done.returncode == 0, done.stderr
@@ -41,7 +42,10 @@ def test_datasets_info_techdocs_json(env: dict[str, str]) -> None:
     assert set(info["document_metadata"]) >= {"doc_type"} and set(info["query_metadata"]) >= {"category", "difficulty"}
 
 
-def test_run_writes_results_that_trec_eval_confirms(env: dict[str, str], tmp_path: Path) -> None:
+@pytest.mark.e2e
+def test_run_writes_results_that_trec_eval_confirms(
+    temporary_prefect_server: None, env: dict[str, str], tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     done = irflow(
         "run",
@@ -122,6 +126,7 @@ def test_run_writes_results_that_trec_eval_confirms(env: dict[str, str], tmp_pat
     assert {"ingest", "retrieve bm25", "metrics bm25", "latency bm25", "significance", "report", "track"} <= names
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "args, expected",
     [
@@ -144,6 +149,7 @@ def test_bad_arguments_fail_fast_with_the_choices(
     assert not (Path(env["IRFLOW_CACHE_DIR"]) / "datasets").exists()  # nothing was ingested
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", ["a file", "under a file", "a folder of other files", "read-only folder"])
 def test_an_output_that_cannot_take_results_fails_before_any_work(
     env: dict[str, str], tmp_path: Path, case: str
@@ -173,6 +179,7 @@ def test_an_output_that_cannot_take_results_fails_before_any_work(
     assert not (Path(env["IRFLOW_CACHE_DIR"]) / "datasets").exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", ["read-only database", "folder", "web server"])
 def test_a_tracking_store_that_cannot_be_written_fails_before_any_work(
     env: dict[str, str], tmp_path: Path, case: str, serve_dir: Any

@@ -115,6 +115,7 @@ def _run(query_ids, doc_ids, scores: np.ndarray, rows: np.ndarray) -> pd.DataFra
     )
 
 
+@pytest.mark.e2e
 @pytest.mark.shared
 def test_chroma_on_nfcorpus_matches_exact_faiss_and_reports_recall(beir_dataset, client):
     """NFCorpus (3,633 documents, 323 test queries, graded): the same vectors searched through a
@@ -154,6 +155,7 @@ def test_chroma_on_nfcorpus_matches_exact_faiss_and_reports_recall(beir_dataset,
     print(f"nfcorpus LSA-128: {ndcg}; recall {tracked['index_recall_at_10']}/{tracked['index_recall_at_100']}")
 
 
+@pytest.mark.e2e
 @pytest.mark.shared
 def test_dense_chroma_system_through_retrieve(client):
     """``dense(index=chroma):minilm`` end to end on a SciFact subset: same metrics as exact flat,
@@ -185,6 +187,7 @@ def test_dense_chroma_system_through_retrieve(client):
     assert _names(client) == set()
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.shared
 def test_minilm_on_full_scifact_chroma_within_0005_of_exact(beir_dataset, client):
@@ -200,6 +203,7 @@ def test_minilm_on_full_scifact_chroma_within_0005_of_exact(beir_dataset, client
     print(f"scifact minilm nDCG@10 flat {a:.4f} chroma {b:.4f}; recall {chroma.info['index_recall_at_100']}")
 
 
+@pytest.mark.e2e
 def test_hnsw_settings_reach_the_server_and_tracking(client):
     vectors = _unit(500, 16, 0)
     index = build_index(vectors, "chroma", {"M": "8", "efConstruction": "40", "efSearch": "30"})
@@ -227,6 +231,7 @@ def test_hnsw_settings_reach_the_server_and_tracking(client):
         index.close()
 
 
+@pytest.mark.e2e
 def test_collections_are_deleted_on_close_and_when_collected(client):
     vectors = _unit(50, 8, 1)
     first, second = build_index(vectors, "chroma"), build_index(vectors, "chroma")
@@ -242,6 +247,7 @@ def test_collections_are_deleted_on_close_and_when_collected(client):
     assert not names & _names(client)
 
 
+@pytest.mark.e2e
 def test_a_killed_runs_collection_is_swept_by_the_next_run_and_others_are_kept(client, server, tmp_path):
     script = textwrap.dedent(
         """
@@ -279,6 +285,7 @@ def test_a_killed_runs_collection_is_swept_by_the_next_run_and_others_are_kept(c
         client.delete_collection(name)
 
 
+@pytest.mark.e2e
 def test_the_test_server_dies_with_a_killed_test_process(tmp_path):
     """``chroma_server`` runs ``chroma run`` through irflow.tasks.core.child: SIGKILL the process that
     started it (no ``finally`` runs) and the server still goes away."""

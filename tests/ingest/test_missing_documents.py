@@ -22,6 +22,8 @@ from _scifact import SCIFACT_ZIP, require_scifact
 from irflow.tasks.core.runs import read_trec
 from irflow.tasks.systems.specs import as_spec
 
+pytestmark = pytest.mark.e2e
+
 pytrec_eval = pytest.importorskip("pytrec_eval")
 SYSTEMS = ["bm25", "dense:sentence-transformers/all-MiniLM-L6-v2"]
 MEASURES = {"nDCG@10": "ndcg_cut_10", "R@100": "recall_100"}

@@ -253,6 +253,7 @@ def test_bad_options_fail_naming_the_option(tmp_path: Path, sampling: Sampling, 
         query_set(path, sampling)
 
 
+@pytest.mark.e2e
 def test_a_querylog_needs_a_base_and_its_options_only_fit_it(tmp_path: Path) -> None:
     path = write_log(pd.DataFrame({"query": ["a"]}), tmp_path / "log.csv")
     with pytest.raises(InputError, match="--format querylog needs --base NAME"):
@@ -266,6 +267,7 @@ def test_a_querylog_needs_a_base_and_its_options_only_fit_it(tmp_path: Path) -> 
 # ----------------------------------------------------------------------------- end to end
 
 
+@pytest.mark.e2e
 def test_import_against_techdocs_and_evaluate_bm25_segmented_by_source(tmp_path: Path) -> None:
     """40 techdocs queries (respelled, production and expert traffic) among 60 new ones: the sampled set
     keeps techdocs' judgements for the queries it shares, stores the others unjudged, and `irflow run`

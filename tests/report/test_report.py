@@ -141,6 +141,7 @@ def test_rebuild_from_stored_files_gives_the_same_report(
     assert "(plots/per_query_ndcg_at_10.png)" in bare and (copy / "plots" / "per_query_ndcg_at_10.png").is_file()
 
 
+@pytest.mark.e2e
 def test_report_command_rebuilds_a_result_folder(
     techdocs: tuple[Dataset, list[SystemEvaluation], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

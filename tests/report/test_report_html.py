@@ -28,6 +28,8 @@ from irflow.tasks.metrics import evaluate, mean
 from irflow.tasks.report.write import SystemEvaluation, write_outputs
 from irflow.tasks.retrieve.searchers import retrieve
 
+pytestmark = pytest.mark.e2e
+
 CHROMIUM = Path(os.environ.get("IRFLOW_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
     "--headless",

@@ -179,6 +179,7 @@ def test_http_options_and_specs() -> None:
         assert fragment in str(info.value), (bad, str(info.value)[:300])
 
 
+@pytest.mark.e2e
 def test_irflow_run_with_a_service_load_curve_and_no_token_anywhere(served, tmp_path: Path) -> None:
     """End to end: metrics and the load curve in metrics.json, the report and MLflow; the token, echoed by
     the service in an error body, is found in no output, log, MLflow store or Prefect database."""

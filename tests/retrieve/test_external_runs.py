@@ -100,6 +100,7 @@ def test_trec_json_and_parquet_runs_equal_pytrec_eval_on_the_file(
     assert irflow_per_query(scifact, "bm25")["nDCG@10"] != expected["nDCG@10"]  # another ranking than irflow's
 
 
+@pytest.mark.e2e
 @pytest.mark.shared
 def test_irflow_run_evaluates_a_run_file_beside_its_own_bm25(scifact_run: dict[str, dict[str, float]], tmp_path: Path):
     """End to end: the file's per-query values equal pytrec_eval's, it is tested against irflow's bm25 in

@@ -60,6 +60,7 @@ def per_query(dataset: Dataset, run: pd.DataFrame) -> dict[tuple[str, str], floa
     return {(m, q): v for m, q, v in table[["measure", "query_id", "value"]].itertuples(index=False)}
 
 
+@pytest.mark.e2e
 def test_vector_database_presets_give_the_metrics_of_the_run_they_serve(served, tmp_path: Path, monkeypatch) -> None:
     dataset, run, fixture, cache = served
     monkeypatch.setenv("IRFLOW_CACHE_DIR", str(cache))  # the query vectors come from irflow's cache

@@ -233,6 +233,7 @@ def _task_states(flow_run_id: Any) -> list[tuple[str, str]]:
     return sorted((r.name, r.state.name) for r in runs)
 
 
+@pytest.mark.e2e
 def test_evaluation_is_tracked_as_a_parent_run_with_a_child_per_system(shared: Shared) -> None:
     from prefect.client.orchestration import get_client
 
@@ -284,6 +285,7 @@ def test_evaluation_is_tracked_as_a_parent_run_with_a_child_per_system(shared: S
         )
 
 
+@pytest.mark.e2e
 def test_rerunning_an_unchanged_evaluation_encodes_nothing(shared: Shared) -> None:
     first, second = shared.documents()
     assert first["systems"] == second["systems"]
@@ -333,6 +335,7 @@ def _write_dataset(folder: Path, documents: int, queries: int = 12) -> Path:
     return folder
 
 
+@pytest.mark.e2e
 def test_dask_runner_gives_the_same_results(shared: Shared, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from irflow.flows.evaluate import evaluate_flow
     from irflow.flows.stages import task_runner_scope
@@ -391,6 +394,7 @@ def test_dask_runner_gives_the_same_results(shared: Shared, tmp_path: Path, monk
     assert shard_runs == ["Completed", "Completed"]
 
 
+@pytest.mark.e2e
 def test_nightly_flags_a_degraded_system_and_not_an_unchanged_rerun(
     shared: Shared, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -461,6 +465,7 @@ def test_nightly_flags_a_degraded_system_and_not_an_unchanged_rerun(
     assert "holm-corrected over all 2 comparison(s) in this table" in printed  # the family is said
 
 
+@pytest.mark.e2e
 def test_a_failing_system_does_not_lose_the_others_in_a_suite(
     shared: Shared, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -500,6 +505,7 @@ def test_a_failing_system_does_not_lose_the_others_in_a_suite(
     assert parent[0].data.metrics["mean.bm25.ndcg_at_10"] == pytest.approx(table["bm25"]["mean"])
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "kwargs, error, expected",
     [
@@ -520,6 +526,7 @@ def test_bad_input_fails_before_any_stage(
     assert not _runs(os.environ["MLFLOW_TRACKING_URI"])
 
 
+@pytest.mark.e2e
 def test_an_unreachable_tracking_server_stops_the_flow_before_ingest(
     tmp_path: Path, _isolated_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -545,6 +552,7 @@ def test_an_unreachable_tracking_server_stops_the_flow_before_ingest(
     assert type(flow.task_runner).__name__ == "DaskTaskRunner"
 
 
+@pytest.mark.e2e
 def test_irflow_run_logs_an_evaluation_with_latency_to_mlflow(tmp_path: Path) -> None:
     """The command line, as a user runs it: BM25 only (the dense DAG is covered above)."""
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
@@ -570,8 +578,12 @@ def test_irflow_run_logs_an_evaluation_with_latency_to_mlflow(tmp_path: Path) ->
     assert set(named["systems"]) == {"bm25", "bm25:k1=1.2,b=0.75"}
 
 
-def test_irflow_nightly_command_runs_the_suite_and_compares_with_the_last_one(tmp_path: Path) -> None:
-    """``irflow nightly CONFIG`` as a user types it, twice: the second run compares with the first."""
+@pytest.mark.e2e
+def test_irflow_nightly_command_runs_the_suite_and_compares_with_the_last_one(
+    tmp_path: Path, temporary_prefect_server: None
+) -> None:
+    """``irflow nightly CONFIG`` as a user types it, twice: the second run compares with the first (each with its
+    temporary Prefect server, whose database under PREFECT_HOME holds the verdict)."""
     config = tmp_path / "cli-nightly.yaml"
     config.write_text(
         "name: cli-nightly\ndatasets: [techdocs]\nsystems: [bm25]\nmetrics: [nDCG@10, R@100]\n"
@@ -601,6 +613,7 @@ def test_irflow_nightly_command_runs_the_suite_and_compares_with_the_last_one(tm
     assert second.data.tags["irflow.previous_run"] == first.info.run_id and "irflow.previous_run" not in first.data.tags
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", ["output is a file", "dataset folder of other files", "read-only store"])
 def test_irflow_suite_checks_its_output_and_store_before_any_stage(
     case: str, tmp_path: Path, _isolated_cache: Path
@@ -634,6 +647,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.e2e
 def test_cli_pieces_parse_into_the_flow_options() -> None:
     from irflow.cli.orchestration import add_orchestration_parsers, add_run_options, cmd_compare, cmd_suite
 

@@ -304,6 +304,7 @@ def mlflow_behind_credentials(tmp_path: Path) -> Iterator[str]:
         log.close()
 
 
+@pytest.mark.e2e
 def test_credentials_in_the_uri_work_and_are_never_shown(mlflow_behind_credentials: str, tmp_path: Path) -> None:
     address = mlflow_behind_credentials
     with pytest.raises(TrackingError) as refused:
