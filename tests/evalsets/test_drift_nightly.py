@@ -74,7 +74,9 @@ def test_an_experiment_drift_section_is_checked_before_any_stage(tmp_path: Path)
 
 
 @pytest.mark.e2e
-def test_irflow_nightly_raises_drift_beside_the_regression_verdict(tmp_path: Path) -> None:
+def test_irflow_nightly_raises_drift_beside_the_regression_verdict(
+    tmp_path: Path, temporary_prefect_server: None
+) -> None:
     """``irflow nightly`` twice with a ``drift:`` section: traffic like techdocs' own queries passes (the
     verdict says so), then recipe questions in the same log fail the run with the alert next to the
     regression verdict, in the printed error, the flow run's final state, nightly.md and MLflow."""

@@ -112,7 +112,7 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
 
 
 def test_served_deployments_run_adhoc_with_parameters_and_schedule_nightly(
-    tmp_path: Path, processes: Processes
+    tmp_path: Path, processes: Processes, temporary_prefect_server: None
 ) -> None:
     from mlflow.tracking import MlflowClient
     from prefect.client.orchestration import get_client

@@ -241,7 +241,7 @@ def test_an_entry_point_kind_in_a_fresh_process(tmp_path: Path) -> None:
     value = json.dumps(json.dumps({"q1": [["d1", 1.0]]}))
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT / "tests")]),
+        "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT / "tests"), str(Path(__file__).parent)]),
         "IRFLOW_CACHE_DIR": str(tmp_path / "cache"),
         "PREFECT_HOME": str(tmp_path / "prefect"),
     }
