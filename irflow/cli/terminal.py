@@ -98,6 +98,9 @@ def metrics_table(document: Mapping[str, Any], width: int = TABLE_WIDTH) -> str:
     for s in systems:  # the full spec of each shortened label, wrapped, never cut
         if labels[s] != s:
             lines += textwrap.wrap(f"{labels[s]} = {s}", width, subsequent_indent="  ", break_on_hyphens=False)
+    warning = (document.get("coverage") or {}).get("warning")
+    if warning:  # the systems are named by spec there: the report names them by label
+        lines += textwrap.wrap(f"warning: judgement coverage: {warning}", width, subsequent_indent="  ")
     return "\n".join(lines)
 
 

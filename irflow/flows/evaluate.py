@@ -30,6 +30,7 @@ from irflow.tasks.ingest import EMBEDDED, check_name, list_datasets, load_datase
 from irflow.tasks.metrics import evaluate as evaluate_metrics
 from irflow.tasks.metrics import mean, parse_measures
 from irflow.tasks.report import write as report_stage
+from irflow.tasks.report.coverage import condensed_first
 from irflow.tasks.retrieve.costs import fresh_costs, retrieval_costs
 from irflow.tasks.retrieve.searchers import measure_latency, retrieve
 from irflow.tasks.systems.specs import as_spec, leaves, walk
@@ -268,6 +269,7 @@ def _evaluate(
         check_tracking(experiment=tracking.experiment)
         tracking = tracking.model_copy(update={"run_name": name, "started_ms": int(time.time() * 1000)})
     data = ingest_task(dataset, split)
+    measures = condensed_first(data.manifest.get("source", {}), measures)  # click-derived or pooled judgements
     embedded = embed_stage(data, specs)
     failed = embedding_failures(specs, embedded)
     runs = {s: retrieve_task.submit(data, s, depth) for s in specs if s not in failed}  # in parallel on Dask

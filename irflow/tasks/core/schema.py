@@ -160,6 +160,24 @@ class MlflowRef(TypedDict, total=False):
     runs_url: str | None  # the run list with the saved view "irflow headline" open (tracking_view)
 
 
+class JudgementOrigin(TypedDict):
+    """Where a split's judgements come from, when that limits what they can see (``coverage.origin``)."""
+
+    kind: str  # "clicks" or "pool"
+    contributors: list[str]  # the systems whose results were judged; empty when the source does not name them
+    description: str
+
+
+class Coverage(TypedDict, total=False):
+    """The ``coverage`` block of metrics.json (``tasks.report.coverage``): how much of each top 10 is judged."""
+
+    measure: str  # Judged@10
+    systems: dict[str, float]  # spec -> mean Judged@10 over the judged queries
+    warning: str  # present when coverage is uneven (it can decide the comparison)
+    note: str  # present when a system has less than 90% of its top 10 judged
+    origin: JudgementOrigin  # present for click-derived and pooled judgements
+
+
 class MetricsDocument(TypedDict, total=False):
     """metrics.json: ``dataset`` and ``systems`` (spec -> metric -> mean) always; ``cost`` (spec ->
     ``p50_ms``, ``queries_per_second``, ...), the run's settings, and after tracking ``mlflow``;
@@ -175,3 +193,4 @@ class MetricsDocument(TypedDict, total=False):
     irflow_version: str
     mlflow: MlflowRef
     failed: dict[str, str]
+    coverage: Coverage

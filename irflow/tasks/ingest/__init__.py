@@ -173,6 +173,7 @@ def import_dataset(
     drop_missing_documents: bool = False,
     min_impressions: int = clicks.MIN_IMPRESSIONS,
     sampling: querylog.Sampling | None = None,
+    logged_by: str | None = None,
 ) -> Manifest:
     """Ingest a local source under ``name``, replacing a dataset of that name; returns the split's manifest.
 
@@ -192,6 +193,9 @@ def import_dataset(
     ``sheet`` (an ``irflow pool`` sheet with grades filled in, merged with the judgements of ``base``),
     ``querylog`` (a query log, normalised, de-duplicated and sampled by ``sampling`` into a query set over
     the corpus of ``base``, with ``base``'s judgements of the queries it shares).
+
+    ``logged_by`` names the system whose rankings a click log records (kept in the manifest; the report
+    names it as the only source of the judgements).
     """
     if name in EMBEDDED:
         raise InputError(f"dataset name {name!r} is reserved; choose another name")
@@ -222,6 +226,10 @@ def import_dataset(
     source: dict[str, Any] = {"kind": fmt, "location": str(path.resolve())}
     if drop_missing_documents:
         source["drop_missing_documents"] = True
+    if logged_by is not None:
+        if fmt != "clicks" or not logged_by.strip():
+            raise InputError("--logged-by names the system that produced a click log's rankings (--format clicks)")
+        source["logged_by"] = logged_by.strip()
     if fmt == "querylog":
         (sampling or querylog.Sampling()).check()  # a bad option fails before any work
     build = _import_builder(

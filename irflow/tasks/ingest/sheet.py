@@ -4,6 +4,7 @@ with the judgements of a base dataset (``irflow datasets import SHEET --format s
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +60,29 @@ def sheet_over_base(path: str | Path, base: Dataset, split: str) -> tuple[Any, A
     overridden = sum(1 for q, d, g in existing.itertuples(index=False) if (q, d) in new and new[(q, d)][0] != g)
     rows = [(q, d, int(g), 0) for q, d, g in existing.itertuples(index=False) if (q, d) not in new]
     rows += [(q, d, g, line) for (q, d), (g, line) in new.items()]
-    provenance = {**base_provenance(base), "sheet": {"judged": len(new), "overridden": overridden}}
+    judged = {"judged": len(new), "overridden": overridden, **pool_beside(Path(path), base)}
+    provenance = {**base_provenance(base), "sheet": judged}
     return (
         base_corpus(base),
         SplitSource(split, base_queries(base), rows, f"{base.name} queries", str(path)),
         provenance,
     )
+
+
+def pool_beside(sheet: Path, base: Dataset) -> dict[str, Any]:
+    """What ``irflow pool`` recorded beside the sheet (``pool.json``): the pooled systems and depth, when
+    it pooled ``base``'s data (same fingerprint); nothing when there is no such file."""
+    path = sheet.parent / "pool.json"
+    if not path.is_file():
+        return {}
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read the pool beside the sheet: {exc}", path=str(path)) from None
+    if not isinstance(info, dict) or info.get("fingerprint") != base.fingerprint:
+        return {}  # a pool of other data: it says nothing about these judgements
+    systems = info.get("systems")
+    if not isinstance(systems, list) or not all(isinstance(s, str) for s in systems):
+        raise InputError("expected 'systems' as a list of system specs", path=str(path))
+    depth = info.get("k")
+    return {"pooled_from": systems, **({"pool_depth": depth} if isinstance(depth, int) else {})}

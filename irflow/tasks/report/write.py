@@ -32,6 +32,7 @@ from irflow.tasks.core.atomic import atomic_open, atomic_path, write_json
 from irflow.tasks.core.config import irflow_version
 from irflow.tasks.core.runs import write_trec
 from irflow.tasks.core.schema import Dataset, InputError, IrflowError
+from irflow.tasks.report.coverage import coverage_block
 from irflow.tasks.report.data import (
     ReportData,
     analyse,
@@ -89,6 +90,7 @@ def metrics_document(
     baseline = str(as_spec(baseline)) if baseline is not None else (systems[0] if systems else None)
     if baseline is not None and baseline not in systems:
         raise InputError(f"baseline {baseline!r} is not one of the evaluated systems: {', '.join(systems)}")
+    coverage = coverage_block({e.system: e.run for e in evaluations}, dataset.qrels, dataset.manifest.get("source"))
     return {
         "dataset": dataset_summary(dataset),
         "systems": {e.system: {m: e.means[m] for m in measures} for e in evaluations},
@@ -98,6 +100,7 @@ def metrics_document(
         "measures": measures,
         "depth": depth,
         "irflow_version": irflow_version(),
+        **({"coverage": coverage} if evaluations else {}),
     }
 
 
