@@ -185,7 +185,7 @@ def _check_server(uri: str, experiment: str, timeout: float) -> None:
         except ValueError:
             document = None
         if not isinstance(document, dict):
-            text = raw[:80].decode("utf-8", "replace").strip()
+            text = redact(raw[:80].decode("utf-8", "replace").strip())  # a body may echo the request's headers
             raise TrackingError(
                 f"{shown} does not answer like an MLflow tracking server "
                 f"(HTTP {status} to {endpoint.split('?')[0]}: {text!r}); check MLFLOW_TRACKING_URI"
@@ -207,12 +207,10 @@ def _check_server(uri: str, experiment: str, timeout: float) -> None:
     elif found.get("error_code") == "RESOURCE_DOES_NOT_EXIST":
         status, answer = call("experiments/create", {"name": experiment})
     else:
-        raise TrackingError(f"{shown} does not answer like an MLflow tracking server (HTTP {status}: {found})")
+        raise TrackingError(redact(f"{shown} does not answer like an MLflow tracking server (HTTP {status}: {found})"))
     if status != 200:
-        raise TrackingError(
-            f"MLflow tracking server {shown} cannot be written (HTTP {status}: "
-            f"{answer.get('message') or answer.get('error_code') or answer})"
-        )
+        problem = redact(str(answer.get("message") or answer.get("error_code") or answer))
+        raise TrackingError(f"MLflow tracking server {shown} cannot be written (HTTP {status}: {problem})")
 
 
 class _KeepCredentialsHome(urllib.request.HTTPRedirectHandler):

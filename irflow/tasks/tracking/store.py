@@ -91,10 +91,11 @@ def artifact_root(uri: str) -> Path | None:
 
 
 def error_text(err: BaseException) -> str:
-    """The first line of an error's reason (SQLAlchemy and MLflow append pages of context)."""
+    """The first line of an error's reason (SQLAlchemy and MLflow append pages of context), redacted
+    (a driver's message may quote the database URI with its password)."""
     reason: Any = getattr(err, "reason", None) or err
     text = reason if isinstance(reason, str) else f"{type(reason).__name__}: {reason}"
-    return text.strip().splitlines()[0] if text.strip() else type(err).__name__
+    return redact(text.strip().splitlines()[0]) if text.strip() else type(err).__name__
 
 
 def _client(uri: str) -> Any:
