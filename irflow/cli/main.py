@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault(key, value)
     args = build_parser().parse_args(argv)
     configure_logging(args.verbose)
+    from irflow.tasks.core.redact import redact
     from irflow.tasks.core.schema import IrflowError
 
     try:
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         ):
             return int(args.func(args) or 0)
     except IrflowError as err:
-        print(f"irflow: error: {err}", file=sys.stderr)
+        print(f"irflow: error: {redact(str(err))}", file=sys.stderr)  # the last line of defence for secrets
         return 2
     except Terminated:
         print("irflow: terminated", file=sys.stderr)

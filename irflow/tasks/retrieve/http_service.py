@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.core.http_client import Call, KeepAliveClient, RetryPolicy, keep_alive_usable, redact
+from irflow.tasks.core.http_client import Call, KeepAliveClient, RetryPolicy, keep_alive_usable
+from irflow.tasks.core.redact import redact, remember
 from irflow.tasks.core.runs import order_run
 from irflow.tasks.core.schema import Dataset, InputError, IrflowError
 from irflow.tasks.retrieve.base import Searcher
@@ -62,6 +63,7 @@ class HttpSearcher(Searcher[HttpSpec]):
             if not token:
                 raise InputError(f"{self.who}: the environment variable {self.options.auth_env} (auth_env) is not set")
             self._secrets.append(token)
+            remember(token)
             scheme = self.options.auth_scheme
             headers[self.options.auth_header] = f"{scheme} {token}" if scheme else token
         self.client: Any
