@@ -29,6 +29,7 @@ COST_METRICS = (
     "mean_ms",
     "queries_per_second",
     "documents_per_second",
+    "load_seconds",  # the model's loading before the first encoded batch (absent when nothing was encoded)
     "index_build_seconds",
     "retrieve_seconds",
     "prepare_seconds",
