@@ -169,20 +169,29 @@ def run_file(tmp_path: Path, text: str | bytes, name: str = "run.trec") -> str:
     return f"run:{path}"
 
 
-def test_unknown_ids_are_counted_reported_and_dropped_and_ties_follow_trec_eval(tmp_path: Path) -> None:
+def test_unknown_queries_are_dropped_unknown_documents_kept_at_their_rank_and_ties_follow_trec_eval(
+    tmp_path: Path,
+) -> None:
     text = "q1 Q0 d1 1 2 t\nq1 Q0 d3 2 2 t\nq1 Q0 gone 3 9 t\nq2 Q0 d2 1 1 t\nqX Q0 d1 1 5 t\nqY Q0 d2 1 5 t\n"
     result = retrieve(tiny_dataset(), run_file(tmp_path, text), depth=10)
     assert list(zip(result.run["query_id"], result.run["doc_id"], result.run["rank"])) == [
-        ("q1", "d3", 1),  # tie at 2: doc id descending, whatever the file's ranks say
-        ("q1", "d1", 2),
+        ("q1", "gone", 1),  # not in the corpus: kept at its rank, as trec_eval keeps it
+        ("q1", "d3", 2),  # tie at 2: doc id descending, whatever the file's ranks say
+        ("q1", "d1", 3),
         ("q2", "d2", 1),
     ]
-    counts = {"unknown_queries": 2, "unknown_documents": 1, "dropped_hits": 3, "queries_without_hits": 1}
+    counts = {
+        "unknown_queries": 2,
+        "unknown_documents": 1,
+        "unknown_document_hits": 1,
+        "dropped_hits": 2,
+        "queries_without_hits": 1,
+    }
     assert {k: result.info[k] for k in counts} == counts
     assert retrieval_costs(result.info) == counts
-    assert retrieve(tiny_dataset(), run_file(tmp_path, text), depth=1).run["doc_id"].tolist() == ["d3", "d2"]
+    assert retrieve(tiny_dataset(), run_file(tmp_path, text), depth=1).run["doc_id"].tolist() == ["gone", "d2"]
     hybrid = retrieve(tiny_dataset(), f"hybrid:bm25+{run_file(tmp_path, text)}", depth=10)
-    assert retrieval_costs(hybrid.info)["dropped_hits"] == 3  # counted inside a hybrid too
+    assert retrieval_costs(hybrid.info)["dropped_hits"] == 2  # counted inside a hybrid too
     latency = measure_latency(tiny_dataset(), run_file(tmp_path, text))
     assert latency.p95_ms is None and latency.note and "run file" in latency.note
 

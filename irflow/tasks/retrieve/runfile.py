@@ -349,7 +349,8 @@ def _parquet(data: bytes, where: str) -> pd.DataFrame:
 
 
 class RunFileSearcher(Searcher[RunSpec]):
-    """The file's hits for the queries asked, cut to the depth; read and checked once."""
+    """The file's hits for the queries asked, cut to the depth (by default none: trec_eval reads every line);
+    read and checked once."""
 
     def __init__(self, dataset: Dataset, spec: RunSpec) -> None:
         super().__init__(dataset, spec)
@@ -372,6 +373,9 @@ class RunFileSearcher(Searcher[RunSpec]):
             run_load_seconds=time.perf_counter() - start,
             **counts,
         )
+
+    def default_depth(self) -> int:
+        return int(self.info["run_depth"])
 
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
         run = self.run[self.run["rank"] <= depth]
