@@ -178,3 +178,19 @@ def test_agreement_command_on_two_filled_sheets_matches_a_hand_computation(tmp_p
     exact = [cohen_kappa(a, b), cohen_kappa(a, b, weights="quadratic")]
     exact += [krippendorff_alpha(table, level) for level in ("nominal", "ordinal", "interval")]
     assert exact == pytest.approx(list(expected.values()), abs=1e-12)
+
+
+def test_a_run_files_document_missing_from_the_corpus_is_left_out_of_the_pool(tmp_path: Path) -> None:
+    from _toy import tiny_dataset
+
+    from irflow.tasks.evalsets.pool import pool, write_pool
+    from irflow.tasks.retrieve import retrieve
+
+    dataset = tiny_dataset()
+    path = tmp_path / "run.trec"
+    path.write_text("q2 Q0 gone 1 9 t\nq2 Q0 d2 2 1 t\n")
+    run = retrieve(dataset, f"run:{path}").run
+    assert run["doc_id"].tolist() == ["gone", "d2"]  # evaluated at its rank, as trec_eval reads it
+    pooled = pool(dataset, {"file": run}, k=10)
+    assert pooled["doc_id"].tolist() == ["d2"]  # no text to judge
+    assert write_pool(dataset, pooled, tmp_path / "pool", {})["documents"] == 1

@@ -150,7 +150,7 @@ def test_irflow_run_evaluates_a_run_file_beside_its_own_bm25(scifact_run: dict[s
     report = (out / "report.md").read_text()
     assert system in report and "latency not measured: a run file" in report and "p (adj.)" in report
     assert "depth 100 (run files: every hit, as trec_eval reads them)" in report
-    assert f"{len(scifact_run) // 4:,} hits of 1 documents not in the corpus, kept at their rank" in report
+    assert f"{len(scifact_run) // 4:,} hits of 1 document not in the corpus, kept at their rank" in report
 
     db = sqlite3.connect(tmp_path / "mlflow.db")
     params = dict(db.execute("select key, value from params where key like 'run.%'").fetchall())

@@ -102,10 +102,11 @@ def _external_section(document: Mapping[str, Any], data: ReportData) -> list[str
                 "that are not queries of this split."
             )
         if c.get("unknown_documents"):
+            n = c["unknown_documents"]
             lines.append(
-                f"- {data.labels[s]}: {c.get('unknown_document_hits', 0):,} hits of {c['unknown_documents']:,} "
-                "documents not in the corpus, kept at their rank as trec_eval keeps them (relevant only where "
-                "the qrels judge them)."
+                f"- {data.labels[s]}: {c.get('unknown_document_hits', 0):,} hits of {n:,} document{'s' * (n != 1)} "
+                "not in the corpus, kept at their rank as trec_eval keeps them (relevant only where the qrels "
+                "judge them)."
             )
         if c.get("queries_without_hits"):
             lines.append(

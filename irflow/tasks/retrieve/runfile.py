@@ -6,6 +6,10 @@ ranx / ir_measures JSON (``{"qid": {"docid": score}}``) or a Parquet table (``qu
 score, ties by doc id descending (``order_run``). The system's identity is the file's sha256, so
 the spec names it (``run(sha256=...):/abs/path``) and a file changed since fails instead of being
 evaluated under an old name.
+
+A run is evaluated as trec_eval reads it: whole unless a depth is given (``default_depth``), documents
+missing from the corpus kept at their rank (``ranking.against_dataset``). Only a regular file is read,
+a MiB at a time, within ``run_limits`` (content bytes, gzip expansion, TREC line length, hits per query).
 """
 
 from __future__ import annotations
