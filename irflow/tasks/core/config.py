@@ -9,24 +9,10 @@ package data.
 from __future__ import annotations
 
 import os
-import re
 from importlib import metadata, resources
 from pathlib import Path
 
-from irflow.tasks.core.schema import InputError
-
 OFFICIAL_BEIR_BASE_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
-
-
-def env_number(name: str, default: float) -> float:
-    """A positive number from the environment; K, M, G, T suffixes are binary units (``20G``)."""
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGTkmgt]?)(?:i?[Bb])?", value)
-    if not match or float(match[1]) <= 0:
-        raise InputError(f"{name}={value!r}: expected a positive number, optionally with K, M, G or T (binary units)")
-    return float(match[1]) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[match[2].upper()]
 
 
 def package_data(package: str, *parts: str) -> Path:

@@ -40,7 +40,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from irflow.tasks.core.atomic import clean_stale, file_lock, temp_name, write_json
-from irflow.tasks.core.config import beir_base_url, cache_dir, env_number, package_data
+from irflow.tasks.core.config import beir_base_url, cache_dir, package_data
 from irflow.tasks.core.progress import Progress
 from irflow.tasks.core.schema import DownloadError, InputError, UnknownNameError
 from irflow.tasks.ingest.canonical import CorpusSource, SplitSource
@@ -203,6 +203,17 @@ def download(
 
 
 # ----------------------------------------------------------------------------- extraction
+
+
+def env_number(name: str, default: float) -> float:
+    """A positive number from the environment; K, M, G, T suffixes are binary units (``20G``)."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGTkmgt]?)(?:i?[Bb])?", value)
+    if not match or float(match[1]) <= 0:
+        raise InputError(f"{name}={value!r}: expected a positive number, optionally with K, M, G or T (binary units)")
+    return float(match[1]) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[match[2].upper()]
 
 
 def extract_limits() -> tuple[int, float]:

@@ -29,10 +29,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.core.config import env_number
 from irflow.tasks.core.runs import TREC_FIELDS, has_duplicates, order_run, parse_trec
 from irflow.tasks.core.schema import Dataset, InputError
-from irflow.tasks.ingest.beir import DEFAULT_MAX_EXTRACT_RATIO, RATIO_FLOOR_BYTES
+from irflow.tasks.ingest.beir import DEFAULT_MAX_EXTRACT_RATIO, RATIO_FLOOR_BYTES, env_number
 from irflow.tasks.retrieve.base import Searcher
 from irflow.tasks.retrieve.ranking import against_dataset
 from irflow.tasks.systems.external import RunSpec
