@@ -206,18 +206,18 @@ class HttpSearcher(Searcher[HttpSpec]):
         seen: dict[str, float] = {}
         for doc, score in zip(docs, scores):
             seen.setdefault(doc, score)
-        known = list(seen.items())
+        hits = list(seen.items())
         unknown = sum(d not in self._corpus_ids for d in seen)
         if unknown:
             add_counts(self.info, {"unknown_documents": unknown, "unknown_document_hits": unknown})
-        known.sort(key=lambda h: h[0], reverse=True)
-        known.sort(key=lambda h: h[1], reverse=True)  # stable: ties keep doc id descending
+        hits.sort(key=lambda h: h[0], reverse=True)
+        hits.sort(key=lambda h: h[1], reverse=True)  # stable: ties keep doc id descending
         return pd.DataFrame(
             {
-                "query_id": pd.Series([qid] * len(known), dtype="str"),
-                "doc_id": pd.Series([d for d, _ in known], dtype="str"),
-                "score": np.fromiter((s for _, s in known), dtype=np.float64, count=len(known)),
-                "rank": np.arange(1, len(known) + 1, dtype=np.int64),
+                "query_id": pd.Series([qid] * len(hits), dtype="str"),
+                "doc_id": pd.Series([d for d, _ in hits], dtype="str"),
+                "score": np.fromiter((s for _, s in hits), dtype=np.float64, count=len(hits)),
+                "rank": np.arange(1, len(hits) + 1, dtype=np.int64),
             }
         )
 
