@@ -99,7 +99,12 @@ def add_run_parser(sub: Any) -> None:
     )
     p.add_argument("--metric", action="append", metavar="NAME", help="metric, repeatable (e.g. nDCG@10, R@100)")
     p.add_argument("--baseline", metavar="SPEC", help="the system the others are compared with (default: the first)")
-    p.add_argument("--depth", type=int, default=100, help="hits per query (default 100, at most 1000)")
+    p.add_argument(
+        "--depth",
+        type=int,
+        default=None,
+        help="hits per query, at most 1000 (default 100; a run file: every line, as trec_eval reads it)",
+    )
     p.add_argument(
         "--output", metavar="DIR", help="result folder (default: a new results/<dataset>/<run name>/ and a latest link)"
     )

@@ -58,11 +58,12 @@ def validate(dataset: str, systems: Sequence[str], metrics: Sequence[str]) -> tu
     return specs, [m.name for m in parse_measures(metrics)]
 
 
-def check_arguments(dataset: str, split: str | None, depth: int, latency_runs: int) -> None:
+def check_arguments(dataset: str, split: str | None, depth: int | None, latency_runs: int) -> None:
     """The other arguments of an evaluation, checked with the specs and metrics before any work
-    (each error names the argument and what was expected)."""
+    (each error names the argument and what was expected; no depth: each system's default)."""
     try:
-        validate_depth(depth)
+        if depth is not None:
+            validate_depth(depth)
     except InputError:
         raise InputError(f"--depth expects an integer between 1 and 1000 (hits per query), got {depth!r}") from None
     if isinstance(latency_runs, bool) or not isinstance(latency_runs, int) or latency_runs < 0:
@@ -143,12 +144,12 @@ def ingest_task(name: str, split: str | None) -> Dataset:
 
 
 @task(name="retrieve", task_run_name="retrieve {system}", cache_policy=NONE)
-def retrieve_task(dataset: Dataset, system: str, depth: int) -> Any:
+def retrieve_task(dataset: Dataset, system: str, depth: int | None) -> Any:
     return retrieve(dataset, system, depth)
 
 
 @task(name="latency", task_run_name="latency {system}", cache_policy=NONE)
-def latency_task(dataset: Dataset, system: str, depth: int, num_runs: int, seed: int = 0) -> dict[str, Any]:
+def latency_task(dataset: Dataset, system: str, depth: int | None, num_runs: int, seed: int = 0) -> dict[str, Any]:
     latency = measure_latency(dataset, system, depth=depth, num_runs=num_runs, seed=seed)
     return {k: v for k, v in vars(latency).items() if k not in ("system", "info")}
 
@@ -194,7 +195,7 @@ def report_task(
     dataset: Dataset,
     evaluations: list[report_stage.SystemEvaluation],
     measures: list[str],
-    depth: int,
+    depth: int | None,
     baseline: str | None = None,
     comparisons: pd.DataFrame | None = None,
     seed: int = 0,
@@ -218,7 +219,7 @@ def evaluate_flow(
     systems: Sequence[str] = DEFAULT_SYSTEMS,
     metrics: Sequence[str] = DEFAULT_METRICS,
     split: str | None = None,
-    depth: int = 100,
+    depth: int | None = None,
     output: str | None = None,
     latency_runs: int = 3,
     baseline: str | None = None,
@@ -257,7 +258,7 @@ def _evaluate(
     specs: list[str],
     measures: list[str],
     split: str | None,
-    depth: int,
+    depth: int | None,
     output: str,
     latency_runs: int,
     seed: int,

@@ -223,3 +223,19 @@ def test_one_grade_only_is_undefined_not_perfect_agreement(tmp_path: Path, capsy
     assert out[-1].startswith("undefined: every unit judged twice or more got grade 2 from every judge")
     assert single_grade_reason(agreement_table([tmp_path / "a.tsv", tmp_path / "a.tsv"])) is None
     assert agreement_text(0.5) == "0.500"
+
+
+def test_a_run_files_document_missing_from_the_corpus_is_left_out_of_the_pool(tmp_path: Path) -> None:
+    from _toy import tiny_dataset
+
+    from irflow.tasks.evalsets.pool import pool, write_pool
+    from irflow.tasks.retrieve import retrieve
+
+    dataset = tiny_dataset()
+    path = tmp_path / "run.trec"
+    path.write_text("q2 Q0 gone 1 9 t\nq2 Q0 d2 2 1 t\n")
+    run = retrieve(dataset, f"run:{path}").run
+    assert run["doc_id"].tolist() == ["gone", "d2"]  # evaluated at its rank, as trec_eval reads it
+    pooled = pool(dataset, {"file": run}, k=10)
+    assert pooled["doc_id"].tolist() == ["d2"]  # no text to judge
+    assert write_pool(dataset, pooled, tmp_path / "pool", {})["documents"] == 1

@@ -35,7 +35,8 @@ def pool(
     dataset: Dataset, runs: Mapping[str, pd.DataFrame], k: int = 10, *, include_judged: bool = False
 ) -> pd.DataFrame:
     """The pool: ``query_id, doc_id, systems`` (how many systems put it in their top k), queries in id
-    order, documents by how many systems retrieved them, then by best rank."""
+    order, documents by how many systems retrieved them, then by best rank. Documents not in the corpus
+    (a run file may rank them) have no text to judge and are left out."""
     if k < 1:
         raise InputError(f"pool depth k must be >= 1, got {k}")
     if not runs:
@@ -46,6 +47,7 @@ def pool(
         tops.append(top)
     hits = pd.concat(tops, ignore_index=True).astype({"query_id": str, "doc_id": str})
     hits = hits[hits["query_id"].isin(set(dataset.queries["query_id"].astype(str)))]
+    hits = hits[hits["doc_id"].isin(set(dataset.corpus["doc_id"].astype(str)))]  # a run's missing document: no text
     pooled = hits.groupby(["query_id", "doc_id"], as_index=False).agg(
         systems=("system", "nunique"), best=("rank", "min")
     )

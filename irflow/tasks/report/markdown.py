@@ -48,7 +48,8 @@ def _header(document: Mapping[str, Any]) -> list[str]:
         f"# Evaluation of {ds['name']} ({ds['split']})",
         "",
         f"{count('documents')} documents, {count('queries')} judged queries, {count('judgements')} judgements; "
-        f"fingerprint `{str(ds['fingerprint'])[:16]}`; depth {document['depth']}.",
+        f"fingerprint `{str(ds['fingerprint'])[:16]}`; depth {document['depth']}"
+        + ("." if document.get("depth_given", True) else " (run files: every hit, as trec_eval reads them)."),
         "",
         *(
             [f"> **Note.** {describe_missing_documents(ds['missing_documents'])} (kept, as trec_eval and BEIR do).", ""]
@@ -89,17 +90,23 @@ def _systems_section(data: ReportData) -> list[str]:
 
 
 def _external_section(document: Mapping[str, Any], data: ReportData) -> list[str]:
-    """What irflow dropped from rankings made elsewhere (ids the dataset does not know), and why a run
-    file has no latency."""
+    """What irflow dropped from rankings made elsewhere (query ids the dataset does not know), the hits of
+    documents not in the corpus it kept at their rank, and why a run file has no latency."""
     costs = document.get("cost", {})
     lines = []
     for s in data.systems:
         c = costs.get(s, {})
         if c.get("dropped_hits"):
             lines.append(
-                f"- {data.labels[s]}: {c['dropped_hits']:,} hits dropped — {c.get('unknown_queries', 0):,} query ids "
-                f"that are not queries of this split, {c.get('unknown_documents', 0):,} document ids not in the "
-                "corpus (trec_eval would keep an unknown document as not relevant at its rank)."
+                f"- {data.labels[s]}: {c['dropped_hits']:,} hits dropped, of {c.get('unknown_queries', 0):,} query ids "
+                "that are not queries of this split."
+            )
+        if c.get("unknown_documents"):
+            n = c["unknown_documents"]
+            lines.append(
+                f"- {data.labels[s]}: {c.get('unknown_document_hits', 0):,} hits of {n:,} document{'s' * (n != 1)} "
+                "not in the corpus, kept at their rank as trec_eval keeps them (relevant only where the qrels "
+                "judge them)."
             )
         if c.get("queries_without_hits"):
             lines.append(

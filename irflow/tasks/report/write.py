@@ -30,7 +30,7 @@ import pandas as pd
 
 from irflow.tasks.core.atomic import atomic_open, atomic_path, write_json
 from irflow.tasks.core.config import irflow_version
-from irflow.tasks.core.runs import write_trec
+from irflow.tasks.core.runs import DEFAULT_DEPTH, write_trec
 from irflow.tasks.core.schema import Dataset, InputError, IrflowError
 from irflow.tasks.report.coverage import coverage_block
 from irflow.tasks.report.data import (
@@ -77,14 +77,16 @@ def metrics_document(
     dataset: Dataset,
     evaluations: list[SystemEvaluation],
     measures: list[str],
-    depth: int,
+    depth: int | None,
     baseline: str | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """The content of metrics.json: ``{"dataset": {...}, "systems": {SPEC: {METRIC: value}}, "baseline": SPEC, ...}``.
 
-    The baseline defaults to the first system; ``significance`` records the test options
-    (``options`` over :data:`SIGNIFICANCE`), so a rebuilt report repeats the same tests.
+    ``depth`` None: each system's default (``DEFAULT_DEPTH``; a run file whole), recorded as
+    ``depth: DEFAULT_DEPTH, depth_given: false``. The baseline defaults to the first system;
+    ``significance`` records the test options (``options`` over :data:`SIGNIFICANCE`), so a rebuilt report
+    repeats the same tests.
     """
     systems = [e.system for e in evaluations]
     baseline = str(as_spec(baseline)) if baseline is not None else (systems[0] if systems else None)
@@ -98,7 +100,8 @@ def metrics_document(
         "significance": significance_options(**options),
         "cost": {e.system: e.cost for e in evaluations},
         "measures": measures,
-        "depth": depth,
+        "depth": DEFAULT_DEPTH if depth is None else depth,
+        "depth_given": depth is not None,
         "irflow_version": irflow_version(),
         **({"coverage": coverage} if evaluations else {}),
     }
@@ -158,7 +161,7 @@ def write_outputs(
     dataset: Dataset,
     evaluations: list[SystemEvaluation],
     measures: list[str],
-    depth: int,
+    depth: int | None,
     *,
     baseline: str | None = None,
     comparisons: pd.DataFrame | None = None,

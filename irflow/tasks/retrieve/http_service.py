@@ -27,7 +27,7 @@ from irflow.tasks.core.redact import redact, remember
 from irflow.tasks.core.runs import order_run
 from irflow.tasks.core.schema import Dataset, InputError, IrflowError
 from irflow.tasks.retrieve.base import Searcher
-from irflow.tasks.retrieve.ranking import add_counts, against_dataset, number
+from irflow.tasks.retrieve.ranking import add_counts, against_dataset, number, top_hits
 from irflow.tasks.systems.external import HttpSpec
 from irflow.tasks.systems.http_options import HttpOptions, dense_spec, fill, resolve
 
@@ -121,11 +121,13 @@ class HttpSearcher(Searcher[HttpSpec]):
         return [np.asarray(v, dtype=np.float32).tolist() for v in vectors]
 
     def _query(self, text: str, k: int, vector: list[float] | None = None) -> tuple[list[str], list[float]]:
-        """One round trip: the answer's hits as ``(doc ids, scores)`` in the service's order (distances
-        negated, so higher is better everywhere after this)."""
+        """One round trip: the answer's ``k`` best hits as ``(doc ids, scores)`` in the service's order
+        (distances negated, so higher is better everywhere after this)."""
         body = fill(self.options.template, text, k, vector)
         docs, scores = self._hits(self.call.post(self.client, body).json)
-        return (docs, [-s for s in scores]) if self.options.distance else (docs, scores)
+        if self.options.distance:
+            scores = [-s for s in scores]
+        return top_hits(docs, scores, k)  # a service that sends more than asked: only k are kept
 
     def _hits(self, answer: Any) -> tuple[list[str], list[float]]:
         """The ids and scores of an answer's hits. The common shape (objects down both paths, string or
@@ -199,24 +201,25 @@ class HttpSearcher(Searcher[HttpSpec]):
 
     def _single(self, qid: str, docs: list[str], scores: list[float]) -> pd.DataFrame:
         """One query's run table without pandas' per-call overheads (the latency path): the same rules as
-        a batch (first hit of a repeated document, unknown documents dropped and counted, ``order_run``'s
-        order: score descending, ties by doc id descending)."""
+        a batch (first hit of a repeated document, documents not in the corpus counted and kept at their
+        rank, ``order_run``'s order: score descending, ties by doc id descending)."""
         if self._corpus_ids is None:
             self._corpus_ids = frozenset(self.dataset.corpus["doc_id"].astype(str))
         seen: dict[str, float] = {}
         for doc, score in zip(docs, scores):
             seen.setdefault(doc, score)
-        known = [(d, s) for d, s in seen.items() if d in self._corpus_ids]
-        if len(known) < len(seen):
-            add_counts(self.info, {"unknown_documents": len(seen) - len(known), "dropped_hits": len(seen) - len(known)})
-        known.sort(key=lambda h: h[0], reverse=True)
-        known.sort(key=lambda h: h[1], reverse=True)  # stable: ties keep doc id descending
+        hits = list(seen.items())
+        unknown = sum(d not in self._corpus_ids for d in seen)
+        if unknown:
+            add_counts(self.info, {"unknown_documents": unknown, "unknown_document_hits": unknown})
+        hits.sort(key=lambda h: h[0], reverse=True)
+        hits.sort(key=lambda h: h[1], reverse=True)  # stable: ties keep doc id descending
         return pd.DataFrame(
             {
-                "query_id": pd.Series([qid] * len(known), dtype="str"),
-                "doc_id": pd.Series([d for d, _ in known], dtype="str"),
-                "score": np.fromiter((s for _, s in known), dtype=np.float64, count=len(known)),
-                "rank": np.arange(1, len(known) + 1, dtype=np.int64),
+                "query_id": pd.Series([qid] * len(hits), dtype="str"),
+                "doc_id": pd.Series([d for d, _ in hits], dtype="str"),
+                "score": np.fromiter((s for _, s in hits), dtype=np.float64, count=len(hits)),
+                "rank": np.arange(1, len(hits) + 1, dtype=np.int64),
             }
         )
 

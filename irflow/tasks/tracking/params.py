@@ -37,6 +37,7 @@ COST_METRICS = (
     "index_recall_at_100",
     "unknown_queries",  # external systems (run files, Python retrievers, services): dropped ids and hits
     "unknown_documents",
+    "unknown_document_hits",
     "dropped_hits",
     "queries_without_hits",
     "api_calls",  # API embedding models: requests, tokens and USD of the evaluation and of the latency stage
