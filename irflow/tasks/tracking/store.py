@@ -12,6 +12,7 @@ imported inside functions (``import mlflow`` costs seconds).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -23,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from irflow.tasks.core.atomic import file_lock
 from irflow.tasks.core.schema import IrflowError
 from irflow.tasks.tracking.params import mlflow_key
 
@@ -104,10 +106,15 @@ def error_text(err: BaseException) -> str:
 
 
 def _client(uri: str) -> Any:
+    """An MlflowClient on ``uri``. Opening a new sqlite store creates MLflow's tables, which two processes
+    doing at once collide on ("table ... already exists"): for sqlite that happens under a file lock
+    beside the database, so the second process waits and then finds the tables made."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri=client_uri(uri))
+    db = sqlite_path(uri)
+    with file_lock(db.with_name(f".{db.name}.lock")) if db is not None else contextlib.nullcontext():
+        return MlflowClient(tracking_uri=client_uri(uri))
 
 
 # ---------------------------------------------------------------------------------------------
