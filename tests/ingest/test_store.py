@@ -562,3 +562,31 @@ def test_extraction_limits_are_read_from_the_environment(tmp_path: Path, monkeyp
     monkeypatch.setenv("IRFLOW_MAX_EXTRACT_RATIO", "1")  # a plain zip of text expands 2-10x
     archive = _zip_folder(write_beir(tmp_path / "toy", DOCS, QUERIES, QRELS), tmp_path / "toy.zip")
     assert ingest.import_dataset(archive, "beir", "small")["documents"] == 3, "the ratio applies past 64 MiB only"
+
+
+@pytest.mark.parametrize(
+    "damage, match",
+    [
+        ("corpus.parquet", r"corpus\.parquet: the stored dataset file is damaged"),
+        ("test/qrels.parquet", r"qrels\.parquet: the stored dataset file is damaged"),
+        ("test/manifest.json", r"manifest\.json: the stored dataset file is damaged"),
+    ],
+)
+def test_a_damaged_store_file_is_named_by_info_and_by_loading(tmp_path, capsys, damage, match):
+    """`datasets info` checks the files its manifest names (footers and row counts), not only the manifest."""
+    ingest.import_dataset(write_beir(tmp_path / "src", DOCS, QUERIES, QRELS), "beir", "toy")
+    assert ingest.dataset_info("toy", "test")["documents"] == len(DOCS)
+    (store.dataset_dir("toy") / damage).write_bytes(b"this is no parquet and no json {")
+    for call in (lambda: ingest.dataset_info("toy", "test"), lambda: ingest.load_dataset("toy", "test")):
+        with pytest.raises(InputError, match=match + r" .*; import the dataset again"):
+            call()
+    code, err = cli(capsys, "datasets", "info", "toy")
+    assert code == 2 and re.search(match, err)
+
+
+def test_info_notices_a_stored_table_replaced_by_another(tmp_path):
+    ingest.import_dataset(write_beir(tmp_path / "src", DOCS, QUERIES, QRELS), "beir", "toy")
+    corpus = store.dataset_dir("toy") / "corpus.parquet"
+    pd.read_parquet(corpus).iloc[:1].to_parquet(corpus)
+    with pytest.raises(InputError, match=rf"corpus\.parquet: .*1 rows where the manifest counts {len(DOCS)}"):
+        ingest.dataset_info("toy", "test")
