@@ -105,7 +105,8 @@ class AnswerCache:
     def append(self, key: str, text: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with file_lock(self.path.with_suffix(".lock")), self.path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps({"key": key, "text": text}, ensure_ascii=False) + "\n")
+            # escaped: an answer holding a lone surrogate is kept as the model sent it (collect drops the query)
+            out.write(json.dumps({"key": key, "text": text}) + "\n")
             out.flush()
 
 
