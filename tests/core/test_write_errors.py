@@ -163,3 +163,11 @@ def test_the_cli_names_a_full_disk_anywhere(monkeypatch, capsys):
     monkeypatch.setattr("irflow.cli.datasets.cmd_datasets_list", full)  # bound when the parser is built
     assert main(["datasets", "list"]) == 2
     assert "could not write /store/mlflow.db: No space left on device" in capsys.readouterr().err
+
+
+def test_a_full_disk_elsewhere_inside_a_write_names_that_path_too(tmp_path):
+    with pytest.raises(WriteError, match=r"out\.txt: No space left on device \(/elsewhere/cache\.bin\)"):
+        with atomic_open(tmp_path / "out.txt") as fh:
+            fh.write("x")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/elsewhere/cache.bin")
+    assert list(tmp_path.iterdir()) == []

@@ -49,9 +49,12 @@ def write_error(err: OSError, target: Path | str) -> WriteError | None:
         return None
     folder = Path(target).absolute().parent
     culprit = Path(os.fsdecode(err.filename)).absolute() if err.filename else None
-    if err.errno in (errno.EACCES, errno.EPERM) and culprit is not None and folder not in (culprit, *culprit.parents):
+    elsewhere = culprit is not None and folder not in (culprit, *culprit.parents)
+    if err.errno in (errno.EACCES, errno.EPERM) and elsewhere:
         return None
     what = err.strerror or os.strerror(err.errno or 0)
+    if elsewhere:
+        what += f" ({culprit})"
     return WriteError(f"could not write {target}: {what}; nothing was written there (what it held before is kept)")
 
 
