@@ -52,3 +52,17 @@ def test_two_processes_create_one_new_sqlite_store(tmp_path):
                 p.wait()
     for p, (_, err) in zip(procs, results, strict=True):
         assert p.returncode == 0, err[-2000:]
+
+
+def test_a_store_whose_folder_cannot_hold_the_lock_still_opens(tmp_path, monkeypatch):
+    """A shared store in a read-only folder is read (compare, report) without the creation lock."""
+    from irflow.tasks.tracking import store
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert store.Tracker("irflow", uri).experiment_id  # created with the lock
+
+    def refused(path, **kwargs):  # type: ignore[no-untyped-def]
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(store, "file_lock", refused)
+    assert store.Tracker("irflow", uri).client.get_experiment_by_name("irflow") is not None

@@ -113,7 +113,12 @@ def _client(uri: str) -> Any:
     from mlflow.tracking import MlflowClient
 
     db = sqlite_path(uri)
-    with file_lock(db.with_name(f".{db.name}.lock")) if db is not None else contextlib.nullcontext():
+    with contextlib.ExitStack() as stack:
+        if db is not None:
+            try:
+                stack.enter_context(file_lock(db.with_name(f".{db.name}.lock")))
+            except OSError:  # a read-only folder: its store can be read, not created, so there is nothing to serialise
+                pass
         return MlflowClient(tracking_uri=client_uri(uri))
 
 
