@@ -16,7 +16,11 @@ DRIFT_EXIT = 3
 
 def cmd_drift(args: argparse.Namespace) -> int:
     from irflow.tasks.core.atomic import write_json
+    from irflow.tasks.core.output_folder import check_output
     from irflow.tasks.evalsets.drift import DriftCheck, nearest_similarities
+
+    if args.output:
+        check_output(args.output, marker=None)  # before the encoding: an unwritable folder fails at once
 
     check = DriftCheck.of(
         reference=args.reference,

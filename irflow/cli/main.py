@@ -5,6 +5,7 @@ Imports stay lazy (each command imports its stage when it runs) so ``irflow --he
 from __future__ import annotations
 
 import argparse
+import errno
 import signal
 import sys
 from typing import Any
@@ -79,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("irflow: interrupted", file=sys.stderr)
         return 130
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise
+        print(f"irflow: error: could not write {err.filename or 'a file'}: {err.strerror}", file=sys.stderr)
+        return 2
     except Exception:
         if Terminated.received:  # a library wrapped the signal's exception (pydantic-core does): still SIGTERM
             print("irflow: terminated", file=sys.stderr)

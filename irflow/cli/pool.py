@@ -12,11 +12,13 @@ from typing import Any
 
 
 def cmd_pool(args: argparse.Namespace) -> int:
+    from irflow.tasks.core.output_folder import check_output
     from irflow.tasks.evalsets.pool import pool, write_pool
     from irflow.tasks.ingest import load_dataset
     from irflow.tasks.retrieve.searchers import retrieve
     from irflow.tasks.systems.specs import parse_system
 
+    check_output(args.output, marker=None)  # before the retrievals: an unwritable folder fails at once
     specs = [parse_system(s) for s in args.system]
     dataset = load_dataset(args.dataset, args.split)
     runs = {str(spec): retrieve(dataset, spec, depth=args.k).run for spec in specs}

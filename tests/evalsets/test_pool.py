@@ -135,6 +135,17 @@ def test_sheet_errors_name_file_and_line_and_blank_grades_are_skipped(tmp_path: 
         read_sheet(sheet)
 
 
+def test_a_pair_graded_twice_keeps_one_agreeing_grade_and_refuses_conflicting_ones(tmp_path: Path) -> None:
+    sheet = tmp_path / "s.tsv"
+    sheet.write_text("query_id\tdoc_id\tgrade\nq1\td1\t3\nq1\td2\t1\nq1\td1\t3\n")
+    assert read_sheet(sheet) == [("q1", "d1", 3, 2), ("q1", "d2", 1, 3)]
+    sheet.write_text("query_id\tdoc_id\tgrade\nq1\td1\t3\nq1\td2\t1\nq1\td1\t0\n")
+    with pytest.raises(
+        InputError, match=r"s\.tsv:4: query 'q1', document 'd1' is graded 0 here and 3 on line 2; expected one grade"
+    ):
+        read_sheet(sheet)
+
+
 def test_agreement_matches_published_values_and_scikit_learn() -> None:
     """Krippendorff (2011)'s reliability data: alpha 0.743 nominal, 0.815 ordinal, 0.849 interval."""
     n = np.nan

@@ -67,7 +67,30 @@ def test_queries_are_deduplicated_on_their_normalised_text_and_counted() -> None
     }
     table, counts = collect(requests, outcomes, taken={"hnsw"})
     assert table[["text", "doc_id"]].values.tolist() == [["Vector Index", "d0"]]
-    assert counts == {"failed_calls": 1, "unparseable_answers": 1, "not_text": 2, "duplicate": 2, "generated": 5}
+    assert counts == {
+        "failed_calls": 1,
+        "unparseable_answers": 1,
+        "not_text": 2,
+        "not_unicode": 0,
+        "duplicate": 2,
+        "generated": 5,
+    }
+
+
+def test_a_query_holding_a_lone_surrogate_is_dropped_and_counted_and_its_answer_cached(tmp_path: Path) -> None:
+    """An LLM answer's JSON may escape a lone surrogate ("\\ud800"): that query cannot be stored as UTF-8, so
+    it is dropped and counted (not a UnicodeEncodeError); the answer itself is cached as sent."""
+    from irflow.tasks.evalsets.synthesize_llm import AnswerCache
+
+    answer = '{"queries": ["bad \\ud800 query", "good query"]}'
+    requests = [Request("d0", "keyword", 2, "s", "u0", "k0")]
+    table, counts = collect(requests, {"k0": Outcome(answer)}, taken=set())
+    assert table["text"].tolist() == ["good query"]
+    assert counts["not_unicode"] == 1 and counts["generated"] == 2
+    raw = json.loads('"bad \\ud800 answer"')  # a chat API's JSON body decodes to a lone surrogate
+    cache = AnswerCache(tmp_path / "answers.jsonl")
+    cache.append("k1", raw)
+    assert cache.load() == {"k1": raw}
 
 
 def test_bad_options_fail_before_any_call() -> None:

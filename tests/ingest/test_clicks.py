@@ -99,7 +99,7 @@ def test_query_texts_map_to_base_queries_or_become_new_click_queries(tmp_path: P
         (
             "query_id,doc_id,position,clicked\nq,d,0,1\n",
             "a.csv",
-            r"row 1: field 'position' is '0'; expected an integer >= 1",
+            r"row 1: field 'position' is '0'; expected an integer from 1 to 2\*\*63-1",
         ),
         ("query_id,doc_id,position,clicked\nq,d,1,2\n", "a.csv", r"row 1: field 'clicked' is '2'; expected 0 or 1"),
         ("query_id,doc_id,position,impressions,clicks\nq,d,1,1,x\n", "a.csv", r"field 'clicks' is 'x'"),

@@ -66,6 +66,11 @@ class DownloadError(IrflowError):
     """A download failed, was incomplete, or did not match its checksum. Nothing was cached."""
 
 
+class WriteError(IrflowError):
+    """A file or folder could not be written (disk full, quota, read-only, no permission). The message names
+    the path and what happened; the temporary being written is removed and the target keeps its old content."""
+
+
 class UnknownNameError(IrflowError, KeyError):
     """An unknown dataset, system, model or metric name. The message lists the valid choices."""
 

@@ -107,7 +107,8 @@ class AnswerCache:
         """Store an answer, secrets in it (an answer may echo the API key) as ``***``."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with file_lock(self.path.with_suffix(".lock")), self.path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps({"key": key, "text": redact(text)}, ensure_ascii=False) + "\n")
+            # escaped: an answer holding a lone surrogate is kept as the model sent it (collect drops the query)
+            out.write(json.dumps({"key": key, "text": redact(text)}) + "\n")
             out.flush()
 
 

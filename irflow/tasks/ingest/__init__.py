@@ -325,13 +325,18 @@ def list_datasets() -> list[dict[str, Any]]:
 
 
 def dataset_info(name: str, split: str | None = None) -> Manifest:
-    """The manifest of a dataset split (ingesting it first if needed; a stored split is not loaded)."""
+    """The manifest of a dataset split (ingesting it first if needed; a stored split is not loaded, but the
+    files its manifest names are checked to be there with the rows it counts: :func:`store.verify_split`)."""
     split = store.check_split(split or default_split(name))
     if name not in EMBEDDED and not name.startswith("beir/"):
         check_name(name)
         with store.reading(name):
-            return store.read_manifest(name, split)
+            manifest = store.read_manifest(name, split)
+            store.verify_split(name, split, manifest)
+            return manifest
     with store.reading(name):
         if store.has_split(name, split) and name not in EMBEDDED:
-            return store.read_manifest(name, split)
+            manifest = store.read_manifest(name, split)
+            store.verify_split(name, split, manifest)
+            return manifest
     return Manifest(**load_dataset(name, split).manifest)

@@ -18,7 +18,8 @@ SHEET_COLUMNS = ("query_id", "doc_id", "grade", "query", "title", "text")
 
 def read_sheet(path: str | Path) -> list[tuple[str, str, int, int]]:
     """Judgements of a filled sheet, ``(query_id, doc_id, grade, line)``; blank grades are skipped.
-    A grade that is not an integer from 0 to 1000 names the file and the line."""
+    A grade that is not an integer from 0 to 1000 names the file and the line; a pair graded twice keeps
+    its first row when the grades agree and is an error naming both lines when they differ."""
     path = Path(path)
     try:
         with open(path, encoding="utf-8", newline="") as fh:
@@ -33,6 +34,7 @@ def read_sheet(path: str | Path) -> list[tuple[str, str, int, int]]:
         raise InputError(f"the sheet lacks columns {missing}; expected query_id, doc_id and grade", path=str(path))
     at = {c: header.index(c) for c in ("query_id", "doc_id", "grade")}
     judged = []
+    seen: dict[tuple[str, str], tuple[int, int]] = {}
     for line, row in enumerate(rows[1:], 2):
         if len(row) <= max(at.values()):
             raise InputError(
@@ -45,7 +47,19 @@ def read_sheet(path: str | Path) -> list[tuple[str, str, int, int]]:
             raise InputError(
                 f"grade {grade!r} is not an integer from {MIN_GRADE} to {MAX_GRADE}", path=str(path), line=line
             )
-        judged.append((row[at["query_id"]].strip(), row[at["doc_id"]].strip(), int(grade), line))
+        pair = (row[at["query_id"]].strip(), row[at["doc_id"]].strip())
+        if pair in seen:
+            first_grade, first_line = seen[pair]
+            if first_grade != int(grade):
+                raise InputError(
+                    f"query {pair[0]!r}, document {pair[1]!r} is graded {int(grade)} here and {first_grade} on line "
+                    f"{first_line}; expected one grade per pair (delete one row)",
+                    path=str(path),
+                    line=line,
+                )
+            continue
+        seen[pair] = (int(grade), line)
+        judged.append((*pair, int(grade), line))
     return judged
 
 

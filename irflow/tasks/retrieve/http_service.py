@@ -183,6 +183,11 @@ class HttpSearcher(Searcher[HttpSpec]):
                 answers = list(pool.map(lambda t, v: self._query(t, depth, v), texts, vectors))
         _check_score_direction(answers, self.who, distance=self.options.distance)
         counts = np.fromiter((len(docs) for docs, _ in answers), dtype=np.int64, count=len(answers))
+        if not counts.any():  # as an empty run file is: metrics of 0 would read as a (bad) result
+            raise ServiceError(
+                f"{self.who}: the service answered no hit for any of the {len(answers):,} queries; expected hits "
+                "for some (check the URL path, the hits= path and that the service's index holds this corpus)"
+            )
         run = pd.DataFrame(
             {
                 "query_id": pd.Series(np.repeat(np.asarray(qids, dtype=object), counts), dtype="str"),

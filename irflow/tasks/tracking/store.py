@@ -13,6 +13,7 @@ imported inside functions (``import mlflow`` costs seconds).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -24,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from irflow.tasks.core.atomic import file_lock
 from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import IrflowError
 from irflow.tasks.tracking.params import mlflow_key
@@ -99,10 +101,20 @@ def error_text(err: BaseException) -> str:
 
 
 def _client(uri: str) -> Any:
+    """An MlflowClient on ``uri``. Opening a new sqlite store creates MLflow's tables, which two processes
+    doing at once collide on ("table ... already exists"): for sqlite that happens under a file lock
+    beside the database, so the second process waits and then finds the tables made."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri=client_uri(uri))
+    db = sqlite_path(uri)
+    with contextlib.ExitStack() as stack:
+        if db is not None:
+            try:
+                stack.enter_context(file_lock(db.with_name(f".{db.name}.lock")))
+            except OSError:  # a read-only folder: its store can be read, not created, so there is nothing to serialise
+                pass
+        return MlflowClient(tracking_uri=client_uri(uri))
 
 
 # ---------------------------------------------------------------------------------------------
