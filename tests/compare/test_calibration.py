@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
-from irflow.tasks.compare.calibration import calibrated_mean, labels_needed, power_tuning
+from irflow.tasks.compare.calibration import calibrate_systems, calibrated_mean, labels_needed, power_tuning
 from irflow.tasks.core.schema import InputError
 
 ppi = pytest.importorskip("ppi_py")
@@ -99,3 +100,35 @@ def test_labels_needed_reaches_the_target_width() -> None:
     assert labels_needed(result, 1e-6) is None  # the judge term alone is wider
     with pytest.raises(InputError, match="half-width"):
         labels_needed(result, 0.0)
+
+
+def _long(values: dict[str, np.ndarray], queries: list[str]) -> pd.DataFrame:
+    rows = [(s, q, "P@10", float(v)) for s, vs in values.items() for q, v in zip(queries, vs, strict=True)]
+    return pd.DataFrame(rows, columns=["system", "query_id", "metric", "value"])
+
+
+def test_calibrate_systems_labels_the_human_judged_queries_and_notes_a_flipped_conclusion() -> None:
+    """The judge favours system b (it inflates b's scores); humans find b no better than a."""
+    rng = np.random.default_rng(7)
+    queries = [f"q{i:03d}" for i in range(300)]
+    a = rng.beta(2, 5, size=300)
+    b = np.clip(a + rng.normal(0, 0.05, size=300), 0, 1)
+    judge = _long({"a": a, "b": np.clip(b + 0.1, 0, 1)}, queries)
+    human = _long({"a": a[:40], "b": b[:40]}, queries[:40])
+    blocks, notes = calibrate_systems(judge, human, "a")
+    block = blocks["b"]["P@10"]
+    expected = calibrated_mean(b[:40], np.clip(b + 0.1, 0, 1)[:40], np.clip(b + 0.1, 0, 1)[40:])
+    assert block["estimate"] == pytest.approx(expected.estimate)
+    assert (block["n_human"], block["n_judge_only"]) == (40, 260)
+    assert block["ci"][0] <= b.mean() <= block["ci"][1] < block["judge_only"]
+    diff = block["difference"]
+    assert diff["judge_only_conclusion"] == "better" and diff["conclusion"] == "no difference"
+    assert len(notes) == 1 and "b against a" in notes[0] and "the judge alone says better" in notes[0]
+    assert "difference" not in blocks["a"]["P@10"]
+    assert isinstance(block["labels_needed"], int)
+
+
+def test_calibrate_systems_needs_shared_queries() -> None:
+    judge = _long({"a": np.ones(3)}, ["q1", "q2", "q3"])
+    with pytest.raises(InputError, match="at least 2 queries judged by both"):
+        calibrate_systems(judge, _long({"a": np.ones(2)}, ["x1", "x2"]))

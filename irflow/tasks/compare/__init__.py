@@ -15,7 +15,7 @@ judge-labelled means corrected by a few human labels, and how many labels a targ
 
 from __future__ import annotations
 
-from irflow.tasks.compare.calibration import Calibrated, calibrated_mean, labels_needed
+from irflow.tasks.compare.calibration import Calibrated, calibrate_systems, calibrated_mean, labels_needed
 from irflow.tasks.compare.family import ComparisonFamily, families
 from irflow.tasks.compare.regression import paired_changes, regressions
 from irflow.tasks.compare.significance import (
@@ -36,6 +36,7 @@ __all__ = [
     "Comparison",
     "ComparisonFamily",
     "bootstrap_ci",
+    "calibrate_systems",
     "calibrated_mean",
     "compare",
     "compare_all",

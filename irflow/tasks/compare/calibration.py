@@ -34,16 +34,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 from irflow.tasks.core.schema import InputError
 
 Values: TypeAlias = Sequence[float] | np.ndarray
 
-__all__ = ["Calibrated", "calibrated_mean", "labels_needed", "power_tuning"]
+__all__ = ["Calibrated", "calibrate_systems", "calibrated_mean", "labels_needed", "power_tuning"]
 
 
 @dataclass(frozen=True)
@@ -130,3 +131,82 @@ def labels_needed(result: Calibrated, half_width: float, *, alpha: float = 0.05)
     if room <= 0.0:
         return None
     return max(2, math.ceil(z2 * result.residual_var / room))
+
+
+def _conclusion(low: float, high: float) -> str:
+    """What an interval of a difference says: ``better``, ``worse`` or ``no difference`` (it holds 0)."""
+    return "better" if low > 0 else "worse" if high < 0 else "no difference"
+
+
+def _block(result: Calibrated, half_width: float, alpha: float) -> dict[str, Any]:
+    return {
+        "estimate": result.estimate,
+        "ci": [result.ci[0], result.ci[1]],
+        "judge_only": result.judge_only,
+        "n_human": result.n_human,
+        "n_judge_only": result.n_judge_only,
+        "lambda": result.lam,
+        "labels_needed": labels_needed(result, half_width, alpha=alpha),
+    }
+
+
+def calibrate_systems(
+    judge: pd.DataFrame,
+    human: pd.DataFrame,
+    baseline: str | None = None,
+    *,
+    half_width: float = 0.02,
+    alpha: float = 0.05,
+) -> tuple[dict[str, dict[str, dict[str, Any]]], list[str]]:
+    """PPI++ for every system and metric of two long per-query tables (``system``, ``query_id``,
+    ``metric``, ``value``): ``judge`` under the judge's qrels (every query), ``human`` under human qrels
+    (the queries humans judged). Labelled: the queries in both; unlabelled: the judge's others.
+
+    Returns ``{system: {metric: block}}``, each block with ``estimate``, ``ci``, ``judge_only``,
+    ``n_human``, ``n_judge_only``, ``lambda`` and ``labels_needed`` (for ± ``half_width``), and for every
+    system but ``baseline`` a ``difference`` block (the same, of the paired per-query difference
+    system − baseline, with ``judge_only_ci`` and both conclusions); and the notes where the calibrated
+    and the judge-only conclusions differ."""
+    judged, labelled = _wide(judge), _wide(human)
+    shared = labelled.index.intersection(judged.index)
+    if len(shared) < 2:
+        raise InputError(
+            f"calibration needs at least 2 queries judged by both the judge and humans, got {len(shared)} "
+            f"({len(labelled.index.get_level_values('query_id').unique())} human-judged queries)"
+        )
+    z = float(stats.norm.ppf(1.0 - alpha / 2.0))
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    notes: list[str] = []
+    for system, metric in judged.columns:
+        if (system, metric) not in labelled.columns:
+            continue
+        y, yhat = labelled.loc[shared, (system, metric)], judged.loc[shared, (system, metric)]
+        rest = judged.loc[judged.index.difference(shared), (system, metric)]
+        block = _block(calibrated_mean(y, yhat, rest, alpha=alpha), half_width, alpha)
+        if baseline is not None and system != baseline and (baseline, metric) in labelled.columns:
+            dy = y - labelled.loc[shared, (baseline, metric)]
+            dyhat = yhat - judged.loc[shared, (baseline, metric)]
+            drest = rest - judged.loc[rest.index, (baseline, metric)]
+            diff = _block(calibrated_mean(dy, dyhat, drest, alpha=alpha), half_width, alpha)
+            every = np.concatenate([dyhat.to_numpy(), drest.to_numpy()])
+            spread = z * float(np.std(every, ddof=1)) / math.sqrt(every.size) if every.size > 1 else math.inf
+            judge_ci = [float(every.mean()) - spread, float(every.mean()) + spread]
+            diff["judge_only_ci"] = judge_ci
+            diff["conclusion"] = _conclusion(*diff["ci"])
+            diff["judge_only_conclusion"] = _conclusion(*judge_ci)
+            if diff["conclusion"] != diff["judge_only_conclusion"]:
+                low, high = diff["ci"]
+                notes.append(
+                    f"{metric}, {system} against {baseline}: the judge alone says {diff['judge_only_conclusion']} "
+                    f"({diff['judge_only']:+.4f}), calibrated by {diff['n_human']} human-judged queries "
+                    f"{diff['conclusion']} ({diff['estimate']:+.4f}, {1 - alpha:.0%} CI {low:+.4f} to {high:+.4f})"
+                )
+            block["difference"] = diff
+        out.setdefault(system, {})[metric] = block
+    return out, notes
+
+
+def _wide(table: pd.DataFrame) -> pd.DataFrame:
+    """Long per-query values as queries × (system, metric); a query a system did not score is 0 (trec_eval -c)."""
+    wide = table.pivot_table(index="query_id", columns=["system", "metric"], values="value", aggfunc="first")
+    return wide.fillna(0.0)
