@@ -41,8 +41,9 @@ def calibration_block(
     }
 
 
-def _interval(block: Mapping[str, Any]) -> str:
-    return f"{block['estimate']:.4f} [{block['ci'][0]:.4f}, {block['ci'][1]:.4f}]"
+def _interval(block: Mapping[str, Any], sign: str = "") -> str:
+    """``estimate [low, high]``; ``sign="+"`` for a difference."""
+    return f"{block['estimate']:{sign}.4f} [{block['ci'][0]:{sign}.4f}, {block['ci'][1]:{sign}.4f}]"
 
 
 def calibration_section(document: Mapping[str, Any]) -> list[str]:
@@ -66,7 +67,7 @@ def calibration_section(document: Mapping[str, Any]) -> list[str]:
             )
             if d := b.get("difference"):
                 differences.append(
-                    [f"`{system}`", metric, f"{d['judge_only']:+.4f} ({d['judge_only_conclusion']})", _interval(d)]
+                    [f"`{system}`", metric, f"{d['judge_only']:+.4f} ({d['judge_only_conclusion']})", _interval(d, "+")]
                     + [d["conclusion"] + ("" if d["conclusion"] == d["judge_only_conclusion"] else " **(differs)**")]
                 )
     first = next(iter(next(iter(blocks.values())).values()))
