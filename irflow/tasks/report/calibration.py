@@ -78,7 +78,8 @@ def calibration_section(document: Mapping[str, Any]) -> list[str]:
         f"{first['n_human']} of its queries ({first['n_judge_only']} more are judged by the judge only). "
         "Calibrated: the prediction-powered (PPI++) estimate of the mean under human judgements and its 95% "
         f"interval; λ is the weight the judge earned (0: ignored, 1: trusted). Human labels: the human-judged "
-        f"queries needed for a ±{about['half_width']} interval.",
+        f"queries needed for a ±{about['half_width']} interval (not reachable: the judge-only queries alone "
+        "vary more than that, so more queries are needed, not only more labels).",
         "",
         *md_table(["system", "metric", "judge only", "calibrated [95% CI]", "λ", "human labels"], rows, "llrrrr"),
         "",
