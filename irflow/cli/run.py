@@ -27,7 +27,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _print_api_plan(args, systems)
     specs, _ = validate(args.dataset, [args.baseline, *systems] if args.baseline else systems, metrics)  # in a second
-    check_arguments(args.dataset, args.split, args.depth, args.latency_runs)
+    check_arguments(args.dataset, args.split, args.depth, args.latency_runs, args.human)
     output = claim_output(args.dataset, args.output, args.overwrite, run_name(args.dataset, specs))
     try:
         flow, extra = configure_run(args, stage_libraries(specs))  # the tracking store is checked before any stage

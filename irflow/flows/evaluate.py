@@ -59,9 +59,9 @@ def validate(dataset: str, systems: Sequence[str], metrics: Sequence[str]) -> tu
     return specs, [m.name for m in parse_measures(metrics)]
 
 
-def check_arguments(dataset: str, split: str | None, depth: int, latency_runs: int) -> None:
+def check_arguments(dataset: str, split: str | None, depth: int, latency_runs: int, human: str | None = None) -> None:
     """The other arguments of an evaluation, checked with the specs and metrics before any work
-    (each error names the argument and what was expected)."""
+    (each error names the argument and what was expected; ``human``: the dataset of human judgements)."""
     try:
         validate_depth(depth)
     except InputError:
@@ -71,6 +71,11 @@ def check_arguments(dataset: str, split: str | None, depth: int, latency_runs: i
     splits = dataset_splits(dataset)
     if split is not None and splits is not None and split not in splits:
         raise UnknownNameError(f"--split: {dataset} has no split {split!r}; available: {', '.join(splits) or '(none)'}")
+    if human is not None:
+        try:
+            check_name(human)
+        except UnknownNameError as exc:
+            raise UnknownNameError(f"--human: {exc}") from None
 
 
 def claim_output(dataset: str, output: str | Path | None, overwrite: bool, name: str) -> Path:
@@ -263,9 +268,7 @@ def evaluate_flow(
 
     specs, measures = validate(dataset, [baseline, *systems] if baseline else systems, metrics)
     specs = list(dict.fromkeys(specs))
-    check_arguments(dataset, split, depth, latency_runs)
-    if human is not None:
-        check_name(human)
+    check_arguments(dataset, split, depth, latency_runs, human)
     name = run_name or runtime.flow_run.name or run_identity.run_name(dataset, specs)
     claimed = output is None
     output = str(claim_output(dataset, output, overwrite, name))

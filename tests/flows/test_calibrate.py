@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
+from _cli import irflow
 from _judges import techdocs_judge_and_human
 
 from irflow.flows.evaluate import evaluate_flow
@@ -67,3 +69,21 @@ def test_a_human_dataset_that_leaves_the_judge_no_query_fails_before_any_work(tm
             human="techdocs",
         )
     assert not (tmp_path / "out" / "metrics.json").exists()
+
+
+@pytest.mark.e2e
+def test_irflow_run_human_prints_the_calibrated_means(temporary_prefect_server: None, tmp_path: Path) -> None:
+    judged, human = techdocs_judge_and_human(tmp_path)
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "HF_HUB_OFFLINE": "1"}
+    out = tmp_path / "out"
+    args = ["run", "--dataset", judged, "--human", human, "--system", "bm25", "--metric", "P@10"]
+    done = irflow(*args, "--latency-runs", "0", "--no-track", "--output", str(out), env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    block = json.loads((out / "metrics.json").read_text())["calibrated"]["bm25"]["P@10"]
+    line = f"bm25 P@10: judge only {block['judge_only']:.4f}, calibrated {block['estimate']:.4f} "
+    assert "calibrated by td-human (PPI++" in done.stdout and line in done.stdout
+    bad = ["run", "--dataset", judged, "--human", "no-such-set", "--system", "bm25", "--no-track"]
+    done = irflow(*bad, "--output", str(tmp_path / "never"), env=env)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "--human: unknown dataset 'no-such-set'" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "never" / "metrics.json").exists()
