@@ -22,17 +22,12 @@ from irflow.tasks.tracking.log import TrackingOptions
 METRICS = ["nDCG@10", "P@10"]
 
 
-def test_run_with_human_labels_writes_calibrated_means(tmp_path: Path) -> None:
+def test_run_with_human_labels_writes_calibrated_means(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     judged, human = techdocs_judge_and_human(tmp_path)
-    out = tmp_path / "out"
+    out, uri = tmp_path / "out", f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     document = evaluate_flow(
-        dataset=judged,
-        systems=["bm25"],
-        metrics=METRICS,
-        latency_runs=0,
-        output=str(out),
-        tracking=TrackingOptions(enabled=False),
-        human=human,
+        dataset=judged, systems=["bm25"], metrics=METRICS, latency_runs=0, output=str(out), human=human
     )
     run = read_trec(out / "runs" / "bm25.trec")
     on_judge = evaluate(run, load_dataset(judged).qrels, METRICS)
@@ -55,6 +50,17 @@ def test_run_with_human_labels_writes_calibrated_means(tmp_path: Path) -> None:
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "## Calibrated by human labels" in report and "`td-human` holds human judgements of 30" in report
     assert "calibrated by td-human (PPI++" in calibration_text(stored)
+
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    experiment = client.get_experiment_by_name("irflow")
+    assert experiment is not None
+    (child,) = client.search_runs([experiment.experiment_id], "tags.`irflow.system` = 'bm25'")
+    assert child.data.metrics["calibrated.p_at_10"] == pytest.approx(precision["estimate"])
+    assert child.data.metrics["calibrated.ndcg_at_10.high"] == pytest.approx(
+        stored["calibrated"]["bm25"]["nDCG@10"]["ci"][1]
+    )
 
 
 def test_a_human_dataset_that_leaves_the_judge_no_query_fails_before_any_work(tmp_path: Path) -> None:
