@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from irflow.tasks.compare.calibration import calibrate_systems
-from irflow.tasks.report.calibration import calibration_section, calibration_text
+from irflow.tasks.core.schema import Dataset, InputError
+from irflow.tasks.report.calibration import calibration_section, calibration_text, check_human
 from irflow.tasks.tracking.log import calibrated_metrics
 
 
@@ -47,3 +48,17 @@ def test_mlflow_metrics_carry_the_estimate_and_interval() -> None:
     metrics = calibrated_metrics(block)
     assert metrics["calibrated.p_at_10"] == pytest.approx(block["P@10"]["estimate"])
     assert (metrics["calibrated.p_at_10.low"], metrics["calibrated.p_at_10.high"]) == tuple(block["P@10"]["ci"])
+
+
+def _dataset(name: str, queries: list[str]) -> Dataset:
+    qrels = pd.DataFrame({"query_id": queries, "doc_id": ["d"] * len(queries), "relevance": [1] * len(queries)})
+    return Dataset(name, "test", pd.DataFrame(), pd.DataFrame(), qrels)
+
+
+@pytest.mark.parametrize(
+    ("human", "shared"), [(["q1", "x"], 1), (["q1", "q2", "q3"], 3), (["x", "y"], 0)], ids=["one", "all", "none"]
+)
+def test_a_human_dataset_that_cannot_calibrate_is_refused(human: list[str], shared: int) -> None:
+    with pytest.raises(InputError, match=rf"--human H: judges {shared} of the 3 queries of D; expected"):
+        check_human(_dataset("D", ["q1", "q2", "q3"]), _dataset("H", human))
+    check_human(_dataset("D", ["q1", "q2", "q3"]), _dataset("H", ["q1", "q2", "x"]))  # 2 of 3: fine
