@@ -186,7 +186,7 @@ class Coverage(TypedDict, total=False):
 class MetricsDocument(TypedDict, total=False):
     """metrics.json: ``dataset`` and ``systems`` (spec -> metric -> mean) always; ``cost`` (spec ->
     ``p50_ms``, ``queries_per_second``, ...), the run's settings, and after tracking ``mlflow``;
-    ``failed`` (spec -> error) when systems failed."""
+    ``failed`` (spec -> error) when systems failed; ``calibrated`` and ``calibration`` with ``--human``."""
 
     dataset: DatasetSummary
     systems: dict[str, dict[str, float]]
@@ -199,3 +199,5 @@ class MetricsDocument(TypedDict, total=False):
     mlflow: MlflowRef
     failed: dict[str, str]
     coverage: Coverage
+    calibrated: dict[str, dict[str, dict[str, Any]]]  # with --human: spec -> metric -> PPI++ estimate, ci, ...
+    calibration: dict[str, Any]  # with --human: the human dataset, method, half_width, notes

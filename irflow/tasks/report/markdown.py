@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from irflow.tasks.ingest.qrels import describe_missing_documents
+from irflow.tasks.report.calibration import calibration_section
 from irflow.tasks.report.cost import cost_section
 from irflow.tasks.report.data import ReportData
 from irflow.tasks.report.format import cell, format_p, img, md_table, ms, num
@@ -66,7 +67,7 @@ def markdown_report(
     with ``data`` (from :func:`analyse`): summary, significance, segments, disagreements,
     consistency, cost and recommendations, linking ``plot_files``."""
     if data is None:
-        return "\n".join(_header(document) + _simple_report(document))
+        return "\n".join(_header(document) + _simple_report(document) + calibration_section(document))
     plot_files = plot_files or {}
     lines = _header(document)
     lines += _systems_section(data)
@@ -74,6 +75,7 @@ def markdown_report(
     for note in data.notes:
         lines += [f"> **Note.** {note}", ""]
     lines += summary_section(document, data, plot_files)
+    lines += calibration_section(document)
     lines += recommendations_section(document, data)
     lines += significance_section(data, plot_files)
     lines += _segments_section(data, plot_files)

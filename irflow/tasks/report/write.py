@@ -21,7 +21,7 @@ the report, and its plots), ``report_markdown`` (report.md) and ``recommendation
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -165,16 +165,20 @@ def write_outputs(
     *,
     baseline: str | None = None,
     comparisons: pd.DataFrame | None = None,
+    calibration: Mapping[str, Any] | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Write every result file into ``output``; returns the metrics document.
+
+    ``calibration`` (from :func:`~irflow.tasks.report.calibration.calibration_block`: the judge-only
+    means corrected by human labels) goes into metrics.json as ``calibrated`` and ``calibration``.
 
     ``options`` are the significance tests' (permutations, bootstrap, seed, alpha, correction), recorded
     in metrics.json; ``comparisons`` (from :func:`significance_table`, with the same options) is
     computed here when not given.
     """
     output = Path(output)
-    document = metrics_document(dataset, evaluations, measures, depth, baseline, **options)
+    document = {**metrics_document(dataset, evaluations, measures, depth, baseline, **options), **(calibration or {})}
     for e in evaluations:
         write_trec(e.run, output / "runs" / f"{as_spec(e.system).slug}.trec", tag=e.system)
     table = per_query_table(evaluations)
