@@ -33,7 +33,7 @@ from _scifact import scifact  # noqa: E402
 
 from irflow.tasks.core.atomic import write_json  # noqa: E402
 from irflow.tasks.embed.inference import encode  # noqa: E402
-from irflow.tasks.embed.models import resolve_model, with_encoder  # noqa: E402
+from irflow.tasks.embed.models import BackendUnavailableError, resolve_model, with_encoder  # noqa: E402
 from irflow.tasks.embed.vectors import document_texts  # noqa: E402
 from irflow.tasks.systems.specs import parse_system  # noqa: E402
 
@@ -66,6 +66,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sample", type=int, default=500)
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "backends.json"))
+    parser.add_argument(
+        "--backend", action="append", choices=list(SYSTEMS), help="measure only these (repeatable; torch-fp32 always)"
+    )
     args = parser.parse_args()
 
     data = scifact()
@@ -74,12 +77,18 @@ def main() -> None:
     for q, d, r in data.qrels[["query_id", "doc_id", "relevance"]].itertuples(index=False):
         qrels.setdefault(str(q), {})[str(d)] = int(r)
     base = resolve_model("minilm")
-    models = {name: with_encoder(base, parse_system(spec)) for name, spec in SYSTEMS.items()}
+    wanted = {"torch-fp32", *(args.backend or SYSTEMS)}
+    models = {name: with_encoder(base, parse_system(spec)) for name, spec in SYSTEMS.items() if name in wanted}
     texts = document_texts(corpus)
     speed_rows = np.random.default_rng(0).choice(len(texts), args.speed_docs, replace=False)
     speed_texts = [texts[i] for i in speed_rows]
-    for model in models.values():  # load models and build exports outside the timing
-        encode(model, speed_texts[:8], prompt="", max_seq_length=None)
+    unavailable = {}
+    for name, model in list(models.items()):  # load models and build exports outside the timing
+        try:
+            encode(model, speed_texts[:8], prompt="", max_seq_length=None)
+        except BackendUnavailableError as exc:  # e.g. bf16 on a CPU without BF16 units: said, not measured
+            unavailable[name] = str(exc)
+            del models[name]
 
     seconds: dict[str, list[float]] = {name: [] for name in models}
     load_before = os.getloadavg()
@@ -133,6 +142,7 @@ def main() -> None:
         },
         "targets": {"onnx-int8 speedup": ">= 2.5", "|delta nDCG@10|": "<= 0.005"},
         "threads": {"torch": torch.get_num_threads(), "cpu_count": os.cpu_count()},
+        "unavailable": unavailable,
         "not_measured": {
             "rerank": "benchmarks/bench_rerank_backends.py (bi-encoder rerank and the cross-encoder shape)",
             "gpu fp16": "no GPU on this machine",
