@@ -8,6 +8,7 @@ the tracking store are checked before any expensive stage runs; results are publ
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -34,6 +35,8 @@ from irflow.tasks.retrieve.costs import fresh_costs, retrieval_costs
 from irflow.tasks.retrieve.searchers import measure_latency, retrieve
 from irflow.tasks.systems.specs import as_spec, leaves, walk
 from irflow.tasks.tracking.log import TrackingOptions, check_tracking
+
+log = logging.getLogger(__name__)
 
 DEFAULT_DATASET = "techdocs"
 DEFAULT_SYSTEMS = ("bm25", "dense:minilm", "hybrid:bm25+dense:minilm")
@@ -174,6 +177,19 @@ def metrics_task(
     return report_stage.SystemEvaluation(system, result.run, per_query, mean(per_query), cost)
 
 
+def latency_stage(data: Dataset, system: str, depth: int, latency_runs: int, seed: int) -> dict[str, Any]:
+    """The system's latency record; a failing measurement (a service gone after retrieval) fails the
+    system's latency only: ``latency_error`` names the reason and its retrieval and metrics are kept."""
+    if latency_runs <= 0:
+        return {}
+    try:
+        return latency_task(data, system, depth, latency_runs, seed)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        log.warning("latency of %s failed, its other results are kept: %s", system, error)
+        return {"latency_error": error}
+
+
 def embedding_failures(specs: Sequence[str], embedded: dict[str, dict[str, Any]]) -> dict[str, str]:
     """The systems that need an encoding that failed with a named error, and that error."""
     final = {dense: e["error"] for dense, e in embedded.items() if e.get("final")}
@@ -280,7 +296,7 @@ def _evaluate(
             failed[system] = f"{type(exc).__name__}: {exc}"
             continue
         infos[system] = result.info
-        cost = latency_task(data, system, depth, latency_runs, seed) if latency_runs > 0 else {}
+        cost = latency_stage(data, system, depth, latency_runs, seed)
         encodes = [embedded[str(leaf)] for leaf in leaves(as_spec(system)) if str(leaf) in embedded]
         evaluations.append(metrics_task(data, system, result, measures, cost, encodes))
     if not evaluations:
