@@ -17,6 +17,7 @@ from irflow.cli.pool import add_pool_parsers
 from irflow.cli.report import add_report_parser
 from irflow.cli.run import add_run_parser
 from irflow.cli.terminal import configure_logging
+from irflow.tasks.core.stop import Terminated, stop_requested, terminate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,22 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         print("irflow: interrupted", file=sys.stderr)
         return 130
     except Exception:
-        if Terminated.received:  # a library wrapped the signal's exception (pydantic-core does): still SIGTERM
+        if stop_requested():  # a library wrapped the signal's exception (pydantic-core does): still SIGTERM
             print("irflow: terminated", file=sys.stderr)
             return 128 + signal.SIGTERM
         raise
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived: unwind like Ctrl-C (clean-up runs), exit 143. ``received`` stays set, because
-    code the exception passes through may wrap it in another exception type."""
-
-    received = False
-
-
-def _terminated(signum: int, frame: object) -> None:
-    Terminated.received = True
-    raise Terminated()
 
 
 def entry_point() -> None:
@@ -109,7 +98,7 @@ def entry_point() -> None:
 
     # SIGTERM (a scheduler stopping the job, `kill PID`) unwinds like Ctrl-C, so the temporary Prefect
     # server and the Dask cluster are stopped and no half-written result is left behind.
-    signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGTERM, terminate)
     code = main()
     gc.freeze()
     sys.exit(code)

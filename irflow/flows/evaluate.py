@@ -26,6 +26,7 @@ from irflow.tasks.core.atomic import write_json
 from irflow.tasks.core.output_folder import publish
 from irflow.tasks.core.runs import validate_depth
 from irflow.tasks.core.schema import Dataset, DownloadError, InputError, IrflowError, UnknownNameError
+from irflow.tasks.core.stop import stop_on_signal
 from irflow.tasks.experiment import check_models
 from irflow.tasks.ingest import EMBEDDED, check_name, list_datasets, load_dataset
 from irflow.tasks.metrics import evaluate as evaluate_metrics
@@ -261,7 +262,8 @@ def evaluate_flow(
     claimed = output is None
     output = str(claim_output(dataset, output, overwrite, name))
     try:
-        return _evaluate(dataset, specs, measures, split, depth, output, latency_runs, seed, tracking, strict, name)
+        with stop_on_signal():  # SIGTERM stops the stages running in worker threads too (an encode)
+            return _evaluate(dataset, specs, measures, split, depth, output, latency_runs, seed, tracking, strict, name)
     finally:
         if claimed:
             release_output(output)  # only when the run left it empty

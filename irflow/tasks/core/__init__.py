@@ -7,9 +7,20 @@ file locks), ``progress`` (documents/s and ETA of long steps on a terminal), ``h
 HTTP client layer: retries honouring Retry-After, rate limits, key redaction, cost accounting),
 ``runs`` (run tables and TREC files in trec_eval order), ``run_identity`` and ``output_folder`` (one
 readable name per evaluation; result folders checked first and published whole), ``child`` (helper
-servers that die with their parent).
+servers that die with their parent), ``stop`` (SIGTERM as an exception, seen by every thread).
 
 The face imports nothing: ``irflow --help`` and every stage import the modules they need directly.
 """
 
-__all__ = ["atomic", "child", "config", "http_client", "output_folder", "progress", "run_identity", "runs", "schema"]
+__all__ = [
+    "atomic",
+    "child",
+    "config",
+    "http_client",
+    "output_folder",
+    "progress",
+    "run_identity",
+    "runs",
+    "schema",
+    "stop",
+]

@@ -97,9 +97,7 @@ class PluginSearcher(Searcher[PluginSpec]):
             retriever = factory(spec.target, **spec.kwargs)
         except IrflowError as exc:
             raise type(exc)(f"system {str(spec)!r}: {exc}") from None
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:  # sys.exit() in a plugin fails the system, not irflow
+        except (Exception, SystemExit) as exc:  # sys.exit() in a plugin fails the system, not irflow
             raise InputError(f"system {str(spec)!r}: creating the retriever failed: {_reason(exc)}") from exc
         if not callable(getattr(retriever, "search", None)):
             raise InputError(f"system {str(spec)!r}: got a {type(retriever).__name__}, expected {PROTOCOL}")
@@ -122,12 +120,13 @@ class PluginSearcher(Searcher[PluginSpec]):
 
     def _call(self, method: Any, name: str, *args: Any) -> Any:
         """Call the plugin behind a guard: anything it raises, ``sys.exit()`` included, becomes a named
-        failure of this system (the others keep their results); only Ctrl-C and SIGTERM pass."""
+        failure of this system (the others keep their results). Signals pass: Ctrl-C and SIGTERM (raised as
+        exceptions that are no ``Exception``: ``KeyboardInterrupt``, Prefect's ``TerminationSignal``)."""
         try:
             return method(*args)
-        except (IrflowError, KeyboardInterrupt):
+        except IrflowError:
             raise
-        except BaseException as exc:
+        except (Exception, SystemExit) as exc:
             raise InputError(f"system {str(self.spec)!r}: {name}() failed: {_reason(exc)}") from exc
 
     def query(self, query_id: str, text: str, depth: int) -> Any:
