@@ -41,9 +41,9 @@ def encode(
         return encode_exported(model, texts, prompt=prompt, max_seq_length=max_seq_length, batch_size=batch_size)
     st = load_sentence_transformer(model.path, model.precision, model.device)
     st.max_seq_length = max_seq_length or MODEL_MAX_SEQ_LENGTH[model.path]
-    # SIGTERM ends an encode in a worker thread before the next batch (the handler runs in the main thread
-    # only; without this the process would live until the whole corpus is encoded)
-    stop_hook = st.register_forward_pre_hook(lambda module, args: check_stop())
+    # SIGTERM ends an encode in a worker thread within a layer (the handler runs in the main thread only;
+    # without this the process would live until the whole corpus is encoded): every module checks first
+    hooks = [module.register_forward_pre_hook(_check_stop) for module in st.modules()]
     try:
         vectors = st.encode(
             list(texts),
@@ -54,8 +54,14 @@ def encode(
             show_progress_bar=False,
         )
     finally:
-        stop_hook.remove()
+        for hook in hooks:
+            hook.remove()
     return np.asarray(vectors, dtype=np.float32)
+
+
+def _check_stop(module: Any, args: Any) -> None:
+    """A forward pre-hook: raise ``Terminated`` once SIGTERM arrived (``tasks.core.stop``)."""
+    check_stop()
 
 
 def score_pairs(model: str, query: str, documents: Sequence[str], *, batch_size: int = 32) -> list[float]:
