@@ -5,6 +5,7 @@ Imports stay lazy (each command imports its stage when it runs) so ``irflow --he
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from typing import Any
@@ -17,7 +18,7 @@ from irflow.cli.pool import add_pool_parsers
 from irflow.cli.report import add_report_parser
 from irflow.cli.run import add_run_parser
 from irflow.cli.terminal import configure_logging
-from irflow.tasks.core.stop import Terminated, stop_requested, terminate
+from irflow.tasks.core.stop import Terminated, exit_on_stop, stop_requested, terminate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,7 +56,6 @@ def _prefect_api() -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     import contextlib
-    import os
 
     for key, value in QUIET_SERVICES.items():
         os.environ.setdefault(key, value)
@@ -99,6 +99,7 @@ def entry_point() -> None:
     # SIGTERM (a scheduler stopping the job, `kill PID`) unwinds like Ctrl-C, so the temporary Prefect
     # server and the Dask cluster are stopped and no half-written result is left behind.
     signal.signal(signal.SIGTERM, terminate)
+    exit_on_stop()  # a thread that cannot stop (a model still loading) does not keep a stopped command alive
     code = main()
     gc.freeze()
     sys.exit(code)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from irflow.tasks.core.schema import IrflowError
-from irflow.tasks.core.stop import stop_requested
+from irflow.tasks.core.stop import at_forced_exit, stop_requested
 from irflow.tasks.tracking.params import mlflow_key
 
 DEFAULT_EXPERIMENT = "irflow"
@@ -267,6 +267,16 @@ def ending_runs() -> Iterator[None]:
                 _OPEN.pop(run_id, None)
                 log.warning("could not mark MLflow run %s %s: %s", run_id, status, error_text(err))
         raise
+
+
+def _kill_open_runs() -> None:
+    """Before a stopped command exits without waiting for its threads: its open runs end KILLED."""
+    for run_id, tracker in reversed(list(_OPEN.items())):
+        with contextlib.suppress(Exception):
+            tracker.end(run_id, status="KILLED")
+
+
+at_forced_exit(_kill_open_runs)
 
 
 def _text(value: Any) -> str:
