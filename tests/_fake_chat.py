@@ -35,6 +35,7 @@ class FakeChat:
         self.shown: list[tuple[str, str]] = []
         self.auth: set[str] = set()
         self.refuse = False  # answer 401, echoing the Authorization header (as some gateways do)
+        self.echo_key = False  # answer 200 with a reasoning that quotes the Authorization header
         self.models = {"sim"}  # model names it answers for
         self.asked: dict[str, int] = {}  # answered calls per model
         self.lock = threading.Lock()
@@ -90,7 +91,8 @@ class FakeChat:
             content = "Document B, clearly."
         else:
             score = float(np.clip(self.strength[b] - self.strength[a], -1, 1))
-            content = "```json\n" + json.dumps({"reasoning": f"{b} vs {a}", "score": score}) + "\n```"
+            reasoning = f"{b} vs {a}" + (f"; my key is {auth}" if self.echo_key else "")
+            content = "```json\n" + json.dumps({"reasoning": reasoning, "score": score}) + "\n```"
         return 200, {"choices": [{"message": {"role": "assistant", "content": content}}]}, {}
 
     def stop(self) -> None:

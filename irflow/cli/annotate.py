@@ -106,6 +106,7 @@ def add_annotate_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def cmd_annotate(args: argparse.Namespace) -> int:
     from irflow.tasks.annotate import pipeline
+    from irflow.tasks.core.output_folder import check_output
 
     track = not args.no_track and not args.dry_run
     if track:
@@ -132,6 +133,8 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         anchor_threshold=args.anchor_threshold,
         judges=tuple(args.judge) if args.judge else AnnotateConfig.judges,
     )
+    if not args.dry_run:
+        check_output(config.output, marker=None)  # before any judge call: an unwritable folder fails at once
     with contextlib.ExitStack() as stack:
         preview = None
         if args.input and args.dry_run:  # a dry run stores nothing: the file is read into a temporary folder

@@ -99,6 +99,7 @@ def cmd_datasets_import(args: argparse.Namespace) -> int:
         drop_missing_documents=args.drop_missing_documents,
         min_impressions=args.min_impressions,
         sampling=sampling,
+        logged_by=args.logged_by,
     )
     print_dataset_info(manifest)
     if sampling is not None:
@@ -150,6 +151,11 @@ def add_datasets_parser(sub: Any) -> None:
         type=int,
         default=10,
         help="clicks: a (query, document) pair shown fewer times stays unjudged (default 10)",
+    )
+    p.add_argument(
+        "--logged-by",
+        metavar="SYSTEM",
+        help="clicks: the system whose rankings the log records (the report names it as the judgements' source)",
     )
     p.add_argument(
         "--drop-missing-documents",

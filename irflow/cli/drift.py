@@ -16,7 +16,11 @@ DRIFT_EXIT = 3
 
 def cmd_drift(args: argparse.Namespace) -> int:
     from irflow.tasks.core.atomic import write_json
+    from irflow.tasks.core.output_folder import check_output
     from irflow.tasks.evalsets.drift import DriftCheck, nearest_similarities
+
+    if args.output:
+        check_output(args.output, marker=None)  # before the encoding: an unwritable folder fails at once
 
     check = DriftCheck.of(
         reference=args.reference,
@@ -50,7 +54,12 @@ def add_drift_parser(subparsers: Any) -> None:
         "--current", required=True, metavar="LOG", help="current queries: CSV/TSV/JSONL/Parquet, query column"
     )
     p.add_argument("--model", default="minilm", help="embedding model for the meaning test (default minilm)")
-    p.add_argument("--alpha", type=float, default=0.01, help="drift when the permutation p-value is below (0.01)")
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=0.01,
+        help="drift when either p-value (meaning, unseen topics) is below alpha/2, Bonferroni (0.01)",
+    )
     p.add_argument("--permutations", type=int, default=1000, help="label permutations of the MMD test (1000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the permutations and samples (0)")
     p.add_argument("--output", metavar="DIR", help="also write drift.json and the plot nearest.png into DIR")

@@ -5,6 +5,7 @@ Imports stay lazy (each command imports its stage when it runs) so ``irflow --he
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -13,6 +14,7 @@ from typing import Any
 from irflow.cli.annotate import add_annotate_parser
 from irflow.cli.datasets import add_datasets_parser
 from irflow.cli.drift import add_drift_parser
+from irflow.cli.judges import add_judges_parser
 from irflow.cli.orchestration import add_orchestration_parsers
 from irflow.cli.pool import add_pool_parsers
 from irflow.cli.report import add_report_parser
@@ -36,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_annotate_parser(sub)
     add_pool_parsers(sub)
     add_drift_parser(sub)
+    add_judges_parser(sub)
     return parser
 
 
@@ -61,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault(key, value)
     args = build_parser().parse_args(argv)
     configure_logging(args.verbose)
+    from irflow.tasks.core.redact import redact
     from irflow.tasks.core.schema import IrflowError
 
     try:
@@ -71,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         ):
             return int(args.func(args) or 0)
     except IrflowError as err:
-        print(f"irflow: error: {err}", file=sys.stderr)
+        print(f"irflow: error: {redact(str(err))}", file=sys.stderr)  # the last line of defence for secrets
         return 2
     except Terminated:
         print("irflow: terminated", file=sys.stderr)
@@ -79,6 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("irflow: interrupted", file=sys.stderr)
         return 130
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise
+        print(f"irflow: error: could not write {err.filename or 'a file'}: {err.strerror}", file=sys.stderr)
+        return 2
     except Exception:
         if stop_requested():  # a library wrapped the signal's exception (pydantic-core does): still SIGTERM
             print("irflow: terminated", file=sys.stderr)

@@ -20,6 +20,21 @@ TASK_RUNNER_HELP = (
 )
 
 
+MAX_LAST = 1000
+"""The most runs ``irflow compare --last`` takes (an MLflow search page; 999 comparisons is already a lot)."""
+
+
+def _last_count(text: str) -> int:
+    """``--last N``: an integer from 2 (one pair) to :data:`MAX_LAST`, checked before MLflow is asked."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 2 <= value <= MAX_LAST:
+        raise argparse.ArgumentTypeError(f"expected an integer from 2 to {MAX_LAST} (runs to compare), got {text!r}")
+    return value
+
+
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """Tracking and scale-out options of ``irflow run``."""
     parser.add_argument("--experiment", default="irflow", help="MLflow experiment (default: irflow)")
@@ -274,10 +289,10 @@ def add_orchestration_parsers(subparsers: Any) -> None:
     p.add_argument("--experiment", default="irflow", help="MLflow experiment for --last (default: irflow)")
     p.add_argument(
         "--last",
-        type=int,
+        type=_last_count,
         default=2,
         metavar="N",
-        help="without run ids: compare each of the last N runs with the one before it (default 2)",
+        help=f"without run ids: compare each of the last N runs with the one before it (2 to {MAX_LAST}; default 2)",
     )
     p.add_argument(
         "--kind",

@@ -12,11 +12,13 @@ from typing import Any
 
 
 def cmd_pool(args: argparse.Namespace) -> int:
+    from irflow.tasks.core.output_folder import check_output
     from irflow.tasks.evalsets.pool import pool, write_pool
     from irflow.tasks.ingest import load_dataset
     from irflow.tasks.retrieve.searchers import retrieve
     from irflow.tasks.systems.specs import parse_system
 
+    check_output(args.output, marker=None)  # before the retrievals: an unwritable folder fails at once
     specs = [parse_system(s) for s in args.system]
     dataset = load_dataset(args.dataset, args.split)
     runs = {str(spec): retrieve(dataset, spec, depth=args.k).run for spec in specs}
@@ -32,17 +34,26 @@ def cmd_pool(args: argparse.Namespace) -> int:
 
 
 def cmd_agreement(args: argparse.Namespace) -> int:
-    from irflow.tasks.evalsets.pool import agreement_table, cohen_kappa, krippendorff_alpha
+    from irflow.tasks.evalsets.pool import (
+        agreement_table,
+        agreement_text,
+        cohen_kappa,
+        krippendorff_alpha,
+        single_grade_reason,
+    )
 
     table = agreement_table(args.sheets)
     both = table.dropna()
     print(f"{len(table):,} units judged, {len(both):,} by every judge")
     if table.shape[1] == 2:
         a, b = table.iloc[:, 0], table.iloc[:, 1]
-        print(f"Cohen's kappa:            {cohen_kappa(a, b):.3f}")
-        print(f"Cohen's kappa, quadratic: {cohen_kappa(a, b, weights='quadratic'):.3f}")
+        print(f"Cohen's kappa:            {agreement_text(cohen_kappa(a, b))}")
+        print(f"Cohen's kappa, quadratic: {agreement_text(cohen_kappa(a, b, weights='quadratic'))}")
     for level in ("nominal", "ordinal", "interval"):
-        print(f"Krippendorff's alpha, {level + ':':<9} {krippendorff_alpha(table, level):.3f}")
+        print(f"Krippendorff's alpha, {level + ':':<9} {agreement_text(krippendorff_alpha(table, level))}")
+    reason = single_grade_reason(table)
+    if reason:
+        print(reason)
     return 0
 
 

@@ -27,7 +27,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _print_api_plan(args, systems)
     specs, _ = validate(args.dataset, [args.baseline, *systems] if args.baseline else systems, metrics)  # in a second
-    check_arguments(args.dataset, args.split, args.depth, args.latency_runs)
+    check_arguments(args.dataset, args.split, args.depth, args.latency_runs, args.human)
     output = claim_output(args.dataset, args.output, args.overwrite, run_name(args.dataset, specs))
     try:
         flow, extra = configure_run(args, stage_libraries(specs))  # the tracking store is checked before any stage
@@ -42,6 +42,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             baseline=args.baseline,
             overwrite=args.overwrite,
             run_name=output.name if args.output is None else None,
+            human=args.human,
             **extra,
         )
     finally:
@@ -49,6 +50,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             release_output(output)  # only when the run left it empty
     print()
     print(metrics_table(document))
+    if document.get("calibrated"):
+        from irflow.tasks.report.calibration import calibration_text
+
+        print("\n" + calibration_text(document))
     print(f"\nresults: {output}/ (metrics.json, per_query.parquet, runs/, report.md, plots/)")
     print(run_summary(document))
     return 0
@@ -99,12 +104,22 @@ def add_run_parser(sub: Any) -> None:
     )
     p.add_argument("--metric", action="append", metavar="NAME", help="metric, repeatable (e.g. nDCG@10, R@100)")
     p.add_argument("--baseline", metavar="SPEC", help="the system the others are compared with (default: the first)")
-    p.add_argument("--depth", type=int, default=100, help="hits per query (default 100, at most 1000)")
+    p.add_argument(
+        "--depth",
+        type=int,
+        default=None,
+        help="hits per query, at most 1000 (default 100; a run file: every line, as trec_eval reads it)",
+    )
     p.add_argument(
         "--output", metavar="DIR", help="result folder (default: a new results/<dataset>/<run name>/ and a latest link)"
     )
     p.add_argument(
         "--overwrite", action="store_true", help="replace the results of another run in --output (refused otherwise)"
+    )
+    p.add_argument(
+        "--human",
+        metavar="DATASET",
+        help="human judgements of some of --dataset's queries: calibrate the judge's means by them (PPI++)",
     )
     p.add_argument("--latency-runs", type=int, default=3, help="timed repetitions per query (0: skip latency)")
     p.add_argument(

@@ -15,6 +15,8 @@ import textwrap
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from irflow.tasks.core.redact import redact
+
 if TYPE_CHECKING:
     from irflow.tasks.core.schema import Manifest
 
@@ -27,10 +29,11 @@ QUIET_ENVIRONMENT = {  # read by the libraries at import: set before they are im
 
 
 class LogFormatter(logging.Formatter):
-    """``LEVEL logger: message``, naming the Prefect task or flow run a record comes from."""
+    """``LEVEL logger: message``, naming the Prefect task or flow run a record comes from; secrets
+    (keys, tokens, URL passwords) show as ``***``."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        line = redact(super().format(record))
         run = getattr(record, "task_run_name", None) or getattr(record, "flow_run_name", None)
         return line.replace(": ", f": [{run}] ", 1) if run and run != "<unknown>" else line
 
@@ -98,6 +101,9 @@ def metrics_table(document: Mapping[str, Any], width: int = TABLE_WIDTH) -> str:
     for s in systems:  # the full spec of each shortened label, wrapped, never cut
         if labels[s] != s:
             lines += textwrap.wrap(f"{labels[s]} = {s}", width, subsequent_indent="  ", break_on_hyphens=False)
+    warning = (document.get("coverage") or {}).get("warning")
+    if warning:  # the systems are named by spec there: the report names them by label
+        lines += textwrap.wrap(f"warning: judgement coverage: {warning}", width, subsequent_indent="  ")
     return "\n".join(lines)
 
 

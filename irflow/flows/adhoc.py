@@ -42,7 +42,7 @@ def build_adhoc_flow(datasets: list[str] | None = None) -> Any:
         metrics: list[str] = list(DEFAULT_METRICS),  # noqa: B006
         split: str | None = None,
         baseline: str | None = None,
-        depth: Annotated[int, Field(ge=1, le=1000)] = 100,
+        depth: Annotated[int, Field(ge=1, le=1000)] | None = None,
         latency_runs: Annotated[int, Field(ge=0)] = 3,
         seed: int = 0,
         experiment: str = "irflow",
@@ -56,7 +56,7 @@ def build_adhoc_flow(datasets: list[str] | None = None) -> Any:
             metrics: metric names, e.g. nDCG@10, R@100, RR@10
             split: split to evaluate (default: test; dev for MS MARCO)
             baseline: the system the others are compared with (default: the first)
-            depth: hits per query (1 to 1000)
+            depth: hits per query (1 to 1000; default 100, a run file: every line)
             latency_runs: timed repetitions per query (0: skip the latency stage)
             seed: seed of the significance tests and the latency sampling
             experiment: MLflow experiment the run is logged to

@@ -32,6 +32,8 @@ from irflow.tasks.ingest import EMBEDDED, check_name, list_datasets, load_datase
 from irflow.tasks.metrics import evaluate as evaluate_metrics
 from irflow.tasks.metrics import mean, parse_measures
 from irflow.tasks.report import write as report_stage
+from irflow.tasks.report.calibration import calibration_block, check_human
+from irflow.tasks.report.coverage import condensed_first
 from irflow.tasks.retrieve.costs import fresh_costs, retrieval_costs
 from irflow.tasks.retrieve.searchers import measure_latency, retrieve
 from irflow.tasks.systems.specs import as_spec, leaves, walk
@@ -61,11 +63,15 @@ def validate(dataset: str, systems: Sequence[str], metrics: Sequence[str]) -> tu
     return specs, [m.name for m in parse_measures(metrics)]
 
 
-def check_arguments(dataset: str, split: str | None, depth: int, latency_runs: int) -> None:
+def check_arguments(
+    dataset: str, split: str | None, depth: int | None, latency_runs: int, human: str | None = None
+) -> None:
     """The other arguments of an evaluation, checked with the specs and metrics before any work
-    (each error names the argument and what was expected)."""
+    (each error names the argument and what was expected; no depth: each system's default; ``human``: the
+    dataset of human judgements)."""
     try:
-        validate_depth(depth)
+        if depth is not None:
+            validate_depth(depth)
     except InputError:
         raise InputError(f"--depth expects an integer between 1 and 1000 (hits per query), got {depth!r}") from None
     if isinstance(latency_runs, bool) or not isinstance(latency_runs, int) or latency_runs < 0:
@@ -73,6 +79,11 @@ def check_arguments(dataset: str, split: str | None, depth: int, latency_runs: i
     splits = dataset_splits(dataset)
     if split is not None and splits is not None and split not in splits:
         raise UnknownNameError(f"--split: {dataset} has no split {split!r}; available: {', '.join(splits) or '(none)'}")
+    if human is not None:
+        try:
+            check_name(human)
+        except UnknownNameError as exc:
+            raise UnknownNameError(f"--human: {exc}") from None
 
 
 def claim_output(dataset: str, output: str | Path | None, overwrite: bool, name: str) -> Path:
@@ -146,12 +157,12 @@ def ingest_task(name: str, split: str | None) -> Dataset:
 
 
 @task(name="retrieve", task_run_name="retrieve {system}", cache_policy=NONE)
-def retrieve_task(dataset: Dataset, system: str, depth: int) -> Any:
+def retrieve_task(dataset: Dataset, system: str, depth: int | None) -> Any:
     return retrieve(dataset, system, depth)
 
 
 @task(name="latency", task_run_name="latency {system}", cache_policy=NONE)
-def latency_task(dataset: Dataset, system: str, depth: int, num_runs: int, seed: int = 0) -> dict[str, Any]:
+def latency_task(dataset: Dataset, system: str, depth: int | None, num_runs: int, seed: int = 0) -> dict[str, Any]:
     latency = measure_latency(dataset, system, depth=depth, num_runs=num_runs, seed=seed)
     return {k: v for k, v in vars(latency).items() if k not in ("system", "info")}
 
@@ -178,7 +189,7 @@ def metrics_task(
     return report_stage.SystemEvaluation(system, result.run, per_query, mean(per_query), cost)
 
 
-def latency_stage(data: Dataset, system: str, depth: int, latency_runs: int, seed: int) -> dict[str, Any]:
+def latency_stage(data: Dataset, system: str, depth: int | None, latency_runs: int, seed: int) -> dict[str, Any]:
     """The system's latency record; a failing measurement (a service gone after retrieval) fails the
     system's latency only: ``latency_error`` names the reason and its retrieval and metrics are kept."""
     if latency_runs <= 0:
@@ -210,17 +221,36 @@ def report_task(
     dataset: Dataset,
     evaluations: list[report_stage.SystemEvaluation],
     measures: list[str],
-    depth: int,
+    depth: int | None,
     baseline: str | None = None,
     comparisons: pd.DataFrame | None = None,
     seed: int = 0,
+    calibration: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write the result files into a temporary folder and publish it as ``output`` in one rename."""
     with publish(output) as build:
         document = report_stage.write_outputs(
-            build, dataset, evaluations, measures, depth, baseline=baseline, comparisons=comparisons, seed=seed
+            build,
+            dataset,
+            evaluations,
+            measures,
+            depth,
+            baseline=baseline,
+            comparisons=comparisons,
+            calibration=calibration,
+            seed=seed,
         )
     return document
+
+
+@task(name="calibrate", cache_policy=NONE)
+def calibrate_task(
+    evaluations: list[report_stage.SystemEvaluation], human: Dataset, measures: list[str], baseline: str
+) -> dict[str, Any]:
+    """The judge-only means calibrated by ``human``'s judgements (PPI++): the runs scored again under them."""
+    judge = report_stage.per_query_table(evaluations)
+    runs = {e.system: e.run for e in evaluations}
+    return calibration_block(judge, runs, human.qrels, measures, baseline, human.name)
 
 
 # one stage at a time by default (`--task-runner dask`: with_options); cast as Prefect does for its own default
@@ -234,7 +264,7 @@ def evaluate_flow(
     systems: Sequence[str] = DEFAULT_SYSTEMS,
     metrics: Sequence[str] = DEFAULT_METRICS,
     split: str | None = None,
-    depth: int = 100,
+    depth: int | None = None,
     output: str | None = None,
     latency_runs: int = 3,
     baseline: str | None = None,
@@ -243,6 +273,7 @@ def evaluate_flow(
     strict: bool = True,
     overwrite: bool = False,
     run_name: str | None = None,
+    human: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``systems`` on ``dataset``; returns the metrics document also written to ``output``.
 
@@ -251,19 +282,22 @@ def evaluate_flow(
     flow fails naming it (``strict=False``: the document lists it under ``failed`` instead).
     The run's name (``run_name``, default dataset, systems and time) names the Prefect flow run, the
     MLflow run and the default result folder ``results/<dataset>/<name>/``; ``output`` holding another
-    run's results is refused unless ``overwrite``.
+    run's results is refused unless ``overwrite``. With ``human`` (a dataset of human judgements of some of
+    ``dataset``'s queries, whose own judgements are then a judge's), every mean is also calibrated (PPI++).
     """
     from prefect import runtime
 
     specs, measures = validate(dataset, [baseline, *systems] if baseline else systems, metrics)
     specs = list(dict.fromkeys(specs))
-    check_arguments(dataset, split, depth, latency_runs)
+    check_arguments(dataset, split, depth, latency_runs, human)
     name = run_name or runtime.flow_run.name or run_identity.run_name(dataset, specs)
     claimed = output is None
     output = str(claim_output(dataset, output, overwrite, name))
     try:
         with stop_on_signal():  # SIGTERM stops the stages running in worker threads too (an encode)
-            return _evaluate(dataset, specs, measures, split, depth, output, latency_runs, seed, tracking, strict, name)
+            return _evaluate(
+                dataset, specs, measures, split, depth, output, latency_runs, seed, tracking, strict, name, human
+            )
     finally:
         if claimed:
             release_output(output)  # only when the run left it empty
@@ -274,18 +308,23 @@ def _evaluate(
     specs: list[str],
     measures: list[str],
     split: str | None,
-    depth: int,
+    depth: int | None,
     output: str,
     latency_runs: int,
     seed: int,
     tracking: TrackingOptions,
     strict: bool,
     name: str,
+    human: str | None = None,
 ) -> dict[str, Any]:
     if tracking.enabled:  # a store that cannot be written fails now, naming its URI, before any stage runs
         check_tracking(experiment=tracking.experiment)
         tracking = tracking.model_copy(update={"run_name": name, "started_ms": int(time.time() * 1000)})
     data = ingest_task(dataset, split)
+    human_data = ingest_task(human, split) if human is not None else None
+    if human_data is not None:
+        check_human(data, human_data)
+    measures = condensed_first(data.manifest.get("source", {}), measures)  # click-derived or pooled judgements
     embedded = embed_stage(data, specs)
     failed = embedding_failures(specs, embedded)
     runs = {s: retrieve_task.submit(data, s, depth) for s in specs if s not in failed}  # in parallel on Dask
@@ -305,7 +344,8 @@ def _evaluate(
         raise SystemsFailed("every system failed: " + "; ".join(f"{s}: {e}" for s, e in failed.items()))
     base = specs[0] if specs[0] not in failed else evaluations[0].system
     comparisons = significance_task(evaluations, measures, base, seed)
-    document = report_task(output, data, evaluations, measures, depth, base, comparisons, seed)
+    calibration = calibrate_task(evaluations, human_data, measures, base) if human_data is not None else None
+    document = report_task(output, data, evaluations, measures, depth, base, comparisons, seed, calibration)
     document = {**document, "run": _run_ids(name)}
     summary_artifact(document)
     if run_identity.is_default_output(dataset, output):

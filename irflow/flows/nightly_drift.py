@@ -23,7 +23,7 @@ from irflow.tasks.tracking.log import mlflow_key
 
 class DriftError(IrflowError):
     """A nightly run's query log drifted from its evaluation set (a check with ``fail: true``); the message
-    is the alert: log, dataset, MMD² and permutation p, share of uncovered topics and unseen tokens."""
+    is the alert: log, dataset, both p-values (meaning, unseen topics), share of unseen tokens."""
 
 
 @dataclass

@@ -111,6 +111,8 @@ def embed_stage(dataset: Dataset, systems: Sequence[str]) -> dict[str, dict[str,
             out[system]["cached"] = False
             out[system]["encoded"] += done["encoded"]
             out[system]["seconds"] += done["seconds"]
+            if "load_seconds" in done:
+                out[system]["load_seconds"] = out[system].get("load_seconds", 0.0) + done["load_seconds"]
     return out
 
 

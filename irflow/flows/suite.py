@@ -30,6 +30,7 @@ from irflow.tasks.compare import regression
 from irflow.tasks.core.atomic import atomic_open, atomic_path, write_json
 from irflow.tasks.core.config import package_data
 from irflow.tasks.core.output_folder import check_output
+from irflow.tasks.core.runs import DEFAULT_DEPTH
 from irflow.tasks.core.schema import InputError, IrflowError
 from irflow.tasks.experiment import Experiment, load_experiment, suite_markdown, suite_table, validate_experiment
 from irflow.tasks.tracking.log import (
@@ -122,7 +123,7 @@ def run_suite(
             "systems": experiment.labelled(),
             "metrics": experiment.measures(),
             "baseline": experiment.baseline_spec(),
-            "depth": experiment.depth,
+            "depth": DEFAULT_DEPTH if experiment.depth is None else experiment.depth,
             "latency_runs": experiment.latency_runs,
             **{f"regression.{k}": v for k, v in experiment.regression.model_dump().items()},
         },

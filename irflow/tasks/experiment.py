@@ -70,7 +70,9 @@ class Experiment(BaseModel):
     metrics: list[str] = Field(default_factory=lambda: list(EXPERIMENT_DEFAULT_METRICS), min_length=1)
     cutoffs: list[int] = Field(default_factory=list, description="expand metric families (nDCG, R, ...) at these k")
     baseline: str | None = Field(None, description="label or spec of the system the others are compared with")
-    depth: int = Field(100, ge=1, le=1000)
+    depth: int | None = Field(
+        None, ge=1, le=1000, description="hits per query (default 100; a run file: every line, as trec_eval reads it)"
+    )
     latency_runs: int = Field(0, ge=0, description="timed repetitions per query (0: skip latency)")
     seed: int = 0
     mlflow_experiment: str = Field("irflow", description="MLflow experiment the runs are logged to")

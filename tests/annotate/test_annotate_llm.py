@@ -177,6 +177,24 @@ def test_a_refused_key_stops_the_run_at_once_and_is_never_stored(
     assert not stored.exists() or SECRET not in stored.read_text()
 
 
+def test_an_answer_that_echoes_the_key_is_stored_redacted(
+    chat, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], caplog
+) -> None:
+    cands, texts, strength = corpus(n_queries=2, k=4)
+    server = chat(strength)
+    server.echo_key = True  # HTTP 200: "reasoning": "... my key is Bearer sk-..."
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    llm = make_judge(f"openai(concurrency=2,name=sim):sim@{server.url}")
+    with VoteStore(tmp_path / "votes.jsonl") as store, caplog.at_level("DEBUG"):
+        run_judges(make_pairs(cands, cycles=1, seed=2), texts, [llm], store)
+    votes = read_votes(tmp_path / "votes.jsonl")
+    assert len(votes) > 0 and votes["score"].notna().all()
+    assert votes["reasoning"].str.endswith("my key is Bearer ***").all()
+    out, err = capfd.readouterr()
+    assert SECRET not in out + err + caplog.text
+    assert [p for p in tmp_path.rglob("*") if p.is_file() and SECRET in p.read_text(errors="replace")] == []
+
+
 def test_a_judge_without_any_valid_vote_writes_no_grades(chat, tmp_path: Path) -> None:
     from irflow.tasks.annotate.battle import JudgesFailedError
     from irflow.tasks.annotate.pipeline import check_every_judge_voted

@@ -273,3 +273,16 @@ def test_compare_systems_rejects_unknown_names() -> None:
         compare_systems(table, "nDCG@10", "bm26")
     with pytest.raises(InputError, match="lacks columns"):
         compare_systems(table.drop(columns="value"), "nDCG@10")
+
+
+def test_wilcoxon_distribution_is_chosen_on_the_non_zero_differences() -> None:
+    """5 non-zero differences among 14 queries: the exact distribution of n = 5 (p 0.0625, as scipy's exact),
+    not the normal approximation chosen on all 14 (p 0.0431); zeros do not push the sign flips past 2^13."""
+    d = np.array([0.1, 0.2, 0.3, 0.4, 0.5] + [0.0] * 9)
+    five = compare(series(np.zeros(14)), series(d))
+    reference = stats.wilcoxon(d, zero_method="wilcox", correction=False, method="exact")
+    assert five.wilcoxon_method == "exact" and five.p_wilcoxon == float(reference.pvalue) == 0.0625
+    tied = np.array([0.1, 0.1, -0.2, 0.3, 0.2, 0.2, 0.4] + [0.0] * 30)  # 7 non-zero with ties among 37
+    flips = compare(series(np.zeros(37)), series(tied))
+    every_flip = stats.wilcoxon(tied[:7], method=stats.PermutationMethod(n_resamples=2**7))
+    assert flips.wilcoxon_method == "permutation" and flips.p_wilcoxon == pytest.approx(float(every_flip.pvalue))

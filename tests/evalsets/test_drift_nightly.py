@@ -130,6 +130,8 @@ def test_irflow_nightly_raises_drift_beside_the_regression_verdict(
     assert first.data.tags["irflow.drift"] == "false" and first.data.metrics["drift.techdocs.p_value"] > 0.05
     assert second.data.tags["irflow.drift"] == "true" and second.data.metrics["drift.techdocs.detected"] == 1
     assert second.data.metrics["drift.techdocs.p_value"] < 0.01 and second.data.metrics["drift_alerts"] == 1
+    assert second.data.metrics["drift.techdocs.unseen_topic_p_value"] < 0.005  # both p-values are logged
+    assert first.data.metrics["drift.techdocs.repeated_queries"] == 40  # its own queries: no meaning test
     assert "drifted from evaluation set techdocs" in second.data.tags["irflow.drift_message"]
     assert (
         second.data.tags["irflow.regression"] == "false"

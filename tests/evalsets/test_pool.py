@@ -4,9 +4,12 @@ agreement statistics against published values (Krippendorff 2011) and scikit-lea
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
+import math
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +17,16 @@ import pandas as pd
 import pytest
 from _cli import irflow
 
+from irflow.cli.pool import cmd_agreement
 from irflow.tasks import ingest
 from irflow.tasks.core.schema import InputError
-from irflow.tasks.evalsets.pool import cohen_kappa, krippendorff_alpha
+from irflow.tasks.evalsets.pool import (
+    agreement_table,
+    agreement_text,
+    cohen_kappa,
+    krippendorff_alpha,
+    single_grade_reason,
+)
 from irflow.tasks.ingest.sheet import read_sheet
 from irflow.tasks.metrics import evaluate, mean
 
@@ -125,6 +135,17 @@ def test_sheet_errors_name_file_and_line_and_blank_grades_are_skipped(tmp_path: 
         read_sheet(sheet)
 
 
+def test_a_pair_graded_twice_keeps_one_agreeing_grade_and_refuses_conflicting_ones(tmp_path: Path) -> None:
+    sheet = tmp_path / "s.tsv"
+    sheet.write_text("query_id\tdoc_id\tgrade\nq1\td1\t3\nq1\td2\t1\nq1\td1\t3\n")
+    assert read_sheet(sheet) == [("q1", "d1", 3, 2), ("q1", "d2", 1, 3)]
+    sheet.write_text("query_id\tdoc_id\tgrade\nq1\td1\t3\nq1\td2\t1\nq1\td1\t0\n")
+    with pytest.raises(
+        InputError, match=r"s\.tsv:4: query 'q1', document 'd1' is graded 0 here and 3 on line 2; expected one grade"
+    ):
+        read_sheet(sheet)
+
+
 def test_agreement_matches_published_values_and_scikit_learn() -> None:
     """Krippendorff (2011)'s reliability data: alpha 0.743 nominal, 0.815 ordinal, 0.849 interval."""
     n = np.nan
@@ -178,3 +199,54 @@ def test_agreement_command_on_two_filled_sheets_matches_a_hand_computation(tmp_p
     exact = [cohen_kappa(a, b), cohen_kappa(a, b, weights="quadratic")]
     exact += [krippendorff_alpha(table, level) for level in ("nominal", "ordinal", "interval")]
     assert exact == pytest.approx(list(expected.values()), abs=1e-12)
+
+
+def test_quadratic_kappa_weighs_grade_values_not_their_positions() -> None:
+    """Grades 0, 1 and 3 in use (2 never given): a 0-vs-3 disagreement weighs (3 − 0)² = 9, as scikit-learn
+    with the whole scale as labels, not 4 as scikit-learn's positions among the grades seen."""
+    sklearn = pytest.importorskip("sklearn.metrics")
+    a, b = [0, 1, 3, 3, 0, 1, 3, 0], [0, 3, 3, 1, 0, 1, 0, 1]
+    ours = cohen_kappa(a, b, weights="quadratic")
+    assert ours == pytest.approx(sklearn.cohen_kappa_score(a, b, weights="quadratic", labels=[0, 1, 2, 3]), abs=1e-12)
+    assert ours != pytest.approx(sklearn.cohen_kappa_score(a, b, weights="quadratic"), abs=1e-3)
+
+
+def test_one_grade_only_is_undefined_not_perfect_agreement(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two judges give every unit grade 2: kappa is 0/0 (scikit-learn: NaN) and so is Krippendorff's alpha;
+    the command says "undefined (one grade only)" and why, instead of 1.000."""
+    sklearn = pytest.importorskip("sklearn.metrics")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert math.isnan(sklearn.cohen_kappa_score([2] * 6, [2] * 6))
+    for weights in (None, "quadratic"):
+        assert math.isnan(cohen_kappa([2] * 6, [2] * 6, weights=weights))
+    units = np.array([[2, 2]] * 6 + [[0, np.nan]], dtype=float)  # a unit judged once does not count
+    assert all(math.isnan(krippendorff_alpha(units, level)) for level in ("nominal", "ordinal", "interval"))
+    assert cohen_kappa([2, 2, 1], [2, 2, 1]) == 1.0  # two grades: defined
+
+    for name, grades in (("a.tsv", [2, 2, 2, 0]), ("b.tsv", [2, 2, 2, None])):
+        rows = "".join(f"q1\td{i}\t{'' if g is None else g}\n" for i, g in enumerate(grades))
+        (tmp_path / name).write_text("query_id\tdoc_id\tgrade\n" + rows, encoding="utf-8")
+    assert cmd_agreement(argparse.Namespace(sheets=[tmp_path / "a.tsv", tmp_path / "b.tsv"])) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "Cohen's kappa:            undefined (one grade only)"
+    assert out[4] == "Krippendorff's alpha, ordinal:  undefined (one grade only)"
+    assert out[-1].startswith("undefined: every unit judged twice or more got grade 2 from every judge")
+    assert single_grade_reason(agreement_table([tmp_path / "a.tsv", tmp_path / "a.tsv"])) is None
+    assert agreement_text(0.5) == "0.500"
+
+
+def test_a_run_files_document_missing_from_the_corpus_is_left_out_of_the_pool(tmp_path: Path) -> None:
+    from _toy import tiny_dataset
+
+    from irflow.tasks.evalsets.pool import pool, write_pool
+    from irflow.tasks.retrieve import retrieve
+
+    dataset = tiny_dataset()
+    path = tmp_path / "run.trec"
+    path.write_text("q2 Q0 gone 1 9 t\nq2 Q0 d2 2 1 t\n")
+    run = retrieve(dataset, f"run:{path}").run
+    assert run["doc_id"].tolist() == ["gone", "d2"]  # evaluated at its rank, as trec_eval reads it
+    pooled = pool(dataset, {"file": run}, k=10)
+    assert pooled["doc_id"].tolist() == ["d2"]  # no text to judge
+    assert write_pool(dataset, pooled, tmp_path / "pool", {})["documents"] == 1

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +17,7 @@ from _cli import ROOT, irflow, script_server
 from irflow.tasks import ingest
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.evalsets.synthesize import SynthesisConfig, collect, parse_queries, plan_requests, sample_documents
-from irflow.tasks.evalsets.synthesize_llm import Outcome, Request, make_generator
+from irflow.tasks.evalsets.synthesize_llm import AnswerCache, Outcome, Request, ask_all, make_generator, request_key
 
 SERVICE = str(ROOT / "tests" / "_chat_service.py")
 KEY = "sk-test-synthesize-0123456789"
@@ -65,7 +67,30 @@ def test_queries_are_deduplicated_on_their_normalised_text_and_counted() -> None
     }
     table, counts = collect(requests, outcomes, taken={"hnsw"})
     assert table[["text", "doc_id"]].values.tolist() == [["Vector Index", "d0"]]
-    assert counts == {"failed_calls": 1, "unparseable_answers": 1, "not_text": 2, "duplicate": 2, "generated": 5}
+    assert counts == {
+        "failed_calls": 1,
+        "unparseable_answers": 1,
+        "not_text": 2,
+        "not_unicode": 0,
+        "duplicate": 2,
+        "generated": 5,
+    }
+
+
+def test_a_query_holding_a_lone_surrogate_is_dropped_and_counted_and_its_answer_cached(tmp_path: Path) -> None:
+    """An LLM answer's JSON may escape a lone surrogate ("\\ud800"): that query cannot be stored as UTF-8, so
+    it is dropped and counted (not a UnicodeEncodeError); the answer itself is cached as sent."""
+    from irflow.tasks.evalsets.synthesize_llm import AnswerCache
+
+    answer = '{"queries": ["bad \\ud800 query", "good query"]}'
+    requests = [Request("d0", "keyword", 2, "s", "u0", "k0")]
+    table, counts = collect(requests, {"k0": Outcome(answer)}, taken=set())
+    assert table["text"].tolist() == ["good query"]
+    assert counts["not_unicode"] == 1 and counts["generated"] == 2
+    raw = json.loads('"bad \\ud800 answer"')  # a chat API's JSON body decodes to a lone surrogate
+    cache = AnswerCache(tmp_path / "answers.jsonl")
+    cache.append("k1", raw)
+    assert cache.load() == {"k1": raw}
 
 
 def test_bad_options_fail_before_any_call() -> None:
@@ -173,3 +198,40 @@ def test_a_refused_key_stops_at_once_stores_nothing_and_is_never_shown(tmp_path:
     assert [json.loads(line)["status"] for line in log.read_text().splitlines()] == [401]  # one call, then stop
     assert not (cache / "datasets" / "syn").exists()
     assert wrong not in done.stderr + done.stdout and _files_holding(cache, wrong) == []
+
+
+def test_an_answer_that_echoes_the_key_is_cached_and_used_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """HTTP 200 whose queries quote the Authorization header: the answer cache and the answer used hold ***."""
+
+    class Echo(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            queries = [f"my key is {self.headers.get('Authorization')}", "what is bm25"]
+            content = json.dumps({"queries": queries})
+            data = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    try:
+        generator = make_generator(f"openai(concurrency=1):fake@http://127.0.0.1:{server.server_address[1]}/v1")
+        request = Request("d1", "keyword", 2, "system", "user", request_key(generator, "system", "user"))
+        cache = AnswerCache(tmp_path / "answers.jsonl")
+        outcome = ask_all([request], generator, cache)[request.key]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert outcome.text is not None and parse_queries(outcome.text) == ["my key is Bearer ***", "what is bm25"]
+    assert parse_queries(cache.load()[request.key]) == ["my key is Bearer ***", "what is bm25"]
+    out, err = capfd.readouterr()
+    assert KEY not in out + err and _files_holding(tmp_path, KEY) == []

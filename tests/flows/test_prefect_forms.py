@@ -30,4 +30,6 @@ def test_the_adhoc_form_shows_described_user_parameters_and_a_dataset_choice() -
     assert all(p.get("description") for p in properties.values()), properties
     choices = properties["dataset"]["enum"]
     assert choices[0] == "techdocs" and "beir/scifact" in choices
-    assert properties["depth"]["maximum"] == 1000 and properties["latency_runs"]["minimum"] == 0
+    depth = properties["depth"]
+    assert depth["anyOf"][0]["maximum"] == 1000 and depth["default"] is None  # none: run files are read whole
+    assert properties["latency_runs"]["minimum"] == 0

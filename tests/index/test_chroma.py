@@ -362,3 +362,44 @@ def test_stale_rule():
     assert not vectordb.is_stale("other-x", {**mine, "irflow_pid": dead.pid}, now)
     assert not vectordb.is_stale("irflow-x", {"irflow_pid": dead.pid}, now)
     assert not vectordb.is_stale("irflow-x", None, now)
+
+
+@pytest.mark.parametrize(
+    "body, content_type, match",
+    [
+        (b"<html>a web app</html>", "text/html", r"not JSON \(text/html\)"),
+        (b'{"status": "ok"}', "application/json", r"without Chroma's 'nanosecond heartbeat'"),
+    ],
+)
+def test_a_web_server_that_is_not_chroma_is_named_with_its_url_and_no_credentials(
+    monkeypatch, body, content_type, match
+):
+    import http.server
+    import threading
+
+    class Anything(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # every path answers 200, as a single-page web app does
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Anything)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        monkeypatch.setenv(vectordb.URL_ENV, f"http://someone:s3cret-pw@127.0.0.1:{port}")
+        with pytest.raises(
+            ChromaError, match=rf"http://someone:\*\*\*@127\.0\.0\.1:{port} \(IRFLOW_CHROMA_URL\) .*{match}"
+        ) as info:
+            build_index(_unit(5, 4, 3), "chroma")
+        assert "s3cret-pw" not in str(info.value)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from _clicks import EXAMINATION, simulate
 from scipy import stats
 
 from irflow.tasks import ingest
@@ -17,28 +18,6 @@ from irflow.tasks.core.schema import InputError
 from irflow.tasks.ingest.clicks import click_judgements, fit_pbm, read_click_log
 from irflow.tasks.metrics import evaluate, mean
 from irflow.tasks.retrieve.searchers import retrieve
-
-EXAMINATION = 1.0 / np.arange(1, 11) ** 0.9  # θ_k: users look less far down
-ATTRACTIVENESS = {0: 0.04, 1: 0.2, 2: 0.45, 3: 0.85}  # γ by true grade
-
-
-def simulate(qrels: pd.DataFrame, run: pd.DataFrame, sessions: int, seed: int) -> pd.DataFrame:
-    """One row per impression: each session shows a query's top 10 of ``run``, lightly shuffled (as a
-    production ranker with some exploration), and clicks with probability θ_k · γ(true grade)."""
-    rng = np.random.default_rng(seed)
-    grade = {(q, d): g for q, d, g in qrels[["query_id", "doc_id", "relevance"]].itertuples(index=False)}
-    tops = {q: group.sort_values("rank")["doc_id"].tolist()[:10] for q, group in run.groupby("query_id")}
-    rows = []
-    for query, top in tops.items():
-        for _ in range(sessions):
-            shown = list(top)
-            for i in range(len(shown) - 1):  # adjacent swaps: every document seen at several positions
-                if rng.random() < 0.35:
-                    shown[i], shown[i + 1] = shown[i + 1], shown[i]
-            for position, doc in enumerate(shown, 1):
-                p = EXAMINATION[position - 1] * ATTRACTIVENESS[grade.get((query, doc), 0)]
-                rows.append((query, doc, position, int(rng.random() < p)))
-    return pd.DataFrame(rows, columns=["query_id", "doc_id", "position", "clicked"])
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +99,7 @@ def test_query_texts_map_to_base_queries_or_become_new_click_queries(tmp_path: P
         (
             "query_id,doc_id,position,clicked\nq,d,0,1\n",
             "a.csv",
-            r"row 1: field 'position' is '0'; expected an integer >= 1",
+            r"row 1: field 'position' is '0'; expected an integer from 1 to 2\*\*63-1",
         ),
         ("query_id,doc_id,position,clicked\nq,d,1,2\n", "a.csv", r"row 1: field 'clicked' is '2'; expected 0 or 1"),
         ("query_id,doc_id,position,impressions,clicks\nq,d,1,1,x\n", "a.csv", r"field 'clicks' is 'x'"),

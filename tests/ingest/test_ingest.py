@@ -314,6 +314,14 @@ def test_second_load_reads_the_store(tmp_path: Path) -> None:
             r"duplicate document id 'd1'",
         ),
         ("", r"the corpus is empty"),
+        (
+            '{"_id": "d1", "text": "ok"}\n{"_id": "doc 2", "text": "a space"}\n',
+            r"corpus\.jsonl:2: document id 'doc 2' is empty or contains whitespace; expected an id without spaces",
+        ),
+        (
+            '{"_id": "d1\\t", "text": "a tab"}\n',
+            r"corpus\.jsonl:1: document id 'd1\\t' is empty or contains whitespace",
+        ),
     ],
 )
 def test_bad_corpus(tmp_path: Path, corpus: str, match: str) -> None:
@@ -329,6 +337,13 @@ def test_failed_reimport_keeps_the_previous_dataset(tmp_path: Path) -> None:
     with pytest.raises(InputError):
         ingest.import_dataset(bad, "beir", "keep")
     assert ingest.load_dataset("keep").fingerprint == good.fingerprint
+
+
+def test_a_query_id_with_a_space_is_refused_at_import(tmp_path: Path) -> None:
+    """A run file could not hold it: every run on the dataset would fail when written (at report time)."""
+    queries = [*QUERIES, {"_id": "q 3", "text": "spaced"}]
+    with pytest.raises(InputError, match=r"queries\.jsonl:4: query id 'q 3' is empty or contains whitespace"):
+        ingest.import_dataset(write_beir(tmp_path / "t", DOCS, queries, QRELS), "beir", "t")
 
 
 def test_duplicate_query_id_names_the_id_and_both_lines(tmp_path: Path) -> None:

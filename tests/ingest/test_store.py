@@ -3,6 +3,7 @@ stale temporaries, content pins a mirror cannot forge, zip bombs, and named erro
 
 from __future__ import annotations
 
+import errno
 import json
 import multiprocessing
 import os
@@ -562,3 +563,54 @@ def test_extraction_limits_are_read_from_the_environment(tmp_path: Path, monkeyp
     monkeypatch.setenv("IRFLOW_MAX_EXTRACT_RATIO", "1")  # a plain zip of text expands 2-10x
     archive = _zip_folder(write_beir(tmp_path / "toy", DOCS, QUERIES, QRELS), tmp_path / "toy.zip")
     assert ingest.import_dataset(archive, "beir", "small")["documents"] == 3, "the ratio applies past 64 MiB only"
+
+
+@pytest.mark.parametrize(
+    "damage, match",
+    [
+        ("corpus.parquet", r"corpus\.parquet: the stored dataset file is damaged"),
+        ("test/qrels.parquet", r"qrels\.parquet: the stored dataset file is damaged"),
+        ("test/manifest.json", r"manifest\.json: the stored dataset file is damaged"),
+    ],
+)
+def test_a_damaged_store_file_is_named_by_info_and_by_loading(tmp_path, capsys, damage, match):
+    """`datasets info` checks the files its manifest names (footers and row counts), not only the manifest."""
+    ingest.import_dataset(write_beir(tmp_path / "src", DOCS, QUERIES, QRELS), "beir", "toy")
+    assert ingest.dataset_info("toy", "test")["documents"] == len(DOCS)
+    (store.dataset_dir("toy") / damage).write_bytes(b"this is no parquet and no json {")
+    for call in (lambda: ingest.dataset_info("toy", "test"), lambda: ingest.load_dataset("toy", "test")):
+        with pytest.raises(InputError, match=match + r" .*; import the dataset again"):
+            call()
+    code, err = cli(capsys, "datasets", "info", "toy")
+    assert code == 2 and re.search(match, err)
+
+
+def test_info_notices_a_stored_table_replaced_by_another(tmp_path):
+    ingest.import_dataset(write_beir(tmp_path / "src", DOCS, QUERIES, QRELS), "beir", "toy")
+    corpus = store.dataset_dir("toy") / "corpus.parquet"
+    pd.read_parquet(corpus).iloc[:1].to_parquet(corpus)
+    with pytest.raises(InputError, match=rf"corpus\.parquet: .*1 rows where the manifest counts {len(DOCS)}"):
+        ingest.dataset_info("toy", "test")
+
+
+def test_a_full_disk_while_importing_a_zip_is_named_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    """`datasets import scifact.zip` on a full disk: an error naming where it wrote (no OSError traceback),
+    no temporary left, and the dataset stored before kept."""
+    folder = write_beir(tmp_path / "toy", DOCS, QUERIES, QRELS)
+    ingest.import_dataset(folder, "beir", "toy")
+    before = ingest.load_dataset("toy", "test").fingerprint
+    archive = Path(shutil.make_archive(str(tmp_path / "toy"), "zip", tmp_path, "toy"))
+    real_open = open
+
+    def full_open(file, mode="r", *args, **kwargs):  # the extraction's writes find the disk full
+        if "w" in mode:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_open(file, mode, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(beir, "open", full_open, raising=False)
+        code, err = cli(capsys, "datasets", "import", str(archive), "--format", "beir", "--name", "toy")
+    assert code == 2
+    assert re.search(r"irflow: error: could not write .*toy: No space left on device", err)
+    assert temporaries() == []
+    assert ingest.load_dataset("toy", "test").fingerprint == before

@@ -220,3 +220,22 @@ def test_irflow_run_with_a_service_load_curve_and_no_token_anywhere(served, tmp_
 
     leaks = [str(p) for p in tmp_path.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]
     assert leaks == [] and TOKEN not in done.stdout + done.stderr
+
+
+def test_a_service_with_no_hit_for_any_query_is_an_error(monkeypatch) -> None:
+    """No hit for every query is an error, as an empty run file is (not a run of zeros); no hit for
+    some queries is a legal answer."""
+    from _toy import tiny_dataset
+
+    from irflow.tasks.retrieve.http_service import HttpSearcher, ServiceError
+
+    dataset = tiny_dataset()
+    searcher = HttpSearcher(dataset, parse_system("http:http://127.0.0.1:9/never-called"))  # type: ignore[arg-type]
+    monkeypatch.setattr(searcher, "_query", lambda text, k, vector: ([], []))
+    with pytest.raises(ServiceError, match=r"answered no hit for any of the \d+ queries"):
+        searcher(dataset.queries, 10)
+    first = dataset.queries["text"].iloc[0]
+    doc = str(dataset.corpus["doc_id"].iloc[0])
+    monkeypatch.setattr(searcher, "_query", lambda text, k, vector: ([doc], [1.0]) if text == first else ([], []))
+    run = searcher(dataset.queries, 10)
+    assert run["doc_id"].tolist() == [doc]

@@ -28,7 +28,7 @@ from irflow.tasks.systems.external import RunSpec
 from irflow.tasks.systems.specs import parse_system
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
-MEASURES = {"nDCG@10": "ndcg_cut_10", "R@100": "recall_100", "P@10": "P_10", "AP@100": "map_cut_100"}
+MEASURES = {"nDCG@10": "ndcg_cut_10", "R@100": "recall_100", "P@10": "P_10", "AP@100": "map_cut_100", "Bpref": "bpref"}
 
 
 def bm25s_run(dataset: Dataset, k: int = 100) -> dict[str, dict[str, float]]:
@@ -62,7 +62,8 @@ def pytrec_per_query(dataset: Dataset, run: dict[str, dict[str, float]]) -> dict
     qrels: dict[str, dict[str, int]] = {}
     for q, d, r in dataset.qrels[["query_id", "doc_id", "relevance"]].itertuples(index=False):
         qrels.setdefault(str(q), {})[str(d)] = int(r)
-    found = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.100", "P.10", "map_cut.100"}).evaluate(run)
+    measures = {"ndcg_cut.10", "recall.100", "P.10", "map_cut.100", "bpref"}
+    found = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
     return {m: {q: found.get(q, {}).get(key, 0.0) for q in qrels} for m, key in MEASURES.items()}
 
 
@@ -103,7 +104,8 @@ def test_trec_json_and_parquet_runs_equal_pytrec_eval_on_the_file(
 @pytest.mark.e2e
 @pytest.mark.shared
 def test_irflow_run_evaluates_a_run_file_beside_its_own_bm25(scifact_run: dict[str, dict[str, float]], tmp_path: Path):
-    """End to end: the file's per-query values equal pytrec_eval's, it is tested against irflow's bm25 in
+    """End to end: the file's per-query values equal pytrec_eval's on the whole file (a document missing from
+    the corpus at rank 1 of every fourth query, so those are 101 deep), it is tested against irflow's bm25 in
     the same report, its content hash is tracked, and a changed file is a new system."""
     from conftest import BEIR_DIR
 
@@ -116,7 +118,8 @@ def test_irflow_run_evaluates_a_run_file_beside_its_own_bm25(scifact_run: dict[s
     }
     done = irflow("datasets", "import", str(BEIR_DIR / "scifact.zip"), "--format", "beir", "--name", "sf", env=env)
     assert done.returncode == 0, done.stderr[-2000:]
-    path = write_trec(scifact_run, tmp_path / "bm25s.trec")
+    run = {q: {"not-in-corpus": 1e3, **hits} if i % 4 == 3 else hits for i, (q, hits) in enumerate(scifact_run.items())}
+    path = write_trec(run, tmp_path / "bm25s.trec")
     out = tmp_path / "out"
     metrics = [x for m in MEASURES for x in ("--metric", m)]
     args = ["run", "--dataset", "sf", "--system", "bm25", "--system", f"run:{path}", *metrics, "--output", str(out)]
@@ -129,10 +132,12 @@ def test_irflow_run_evaluates_a_run_file_beside_its_own_bm25(scifact_run: dict[s
     cost = document["cost"][system]
     assert cost["p95_ms"] is None and "not measured" in cost["note"] and cost["dropped_hits"] == 0
     assert cost["queries_without_hits"] == 0 and document["cost"]["bm25"]["p95_ms"] > 0
+    assert cost["unknown_documents"] == 1 and cost["unknown_document_hits"] == len(scifact_run) // 4
+    assert document["depth"] == 100 and document["depth_given"] is False
 
     per_query = pd.read_parquet(out / "per_query.parquet")
     qrels = pd.read_parquet(tmp_path / "cache" / "datasets" / "sf" / "test" / "qrels.parquet")
-    expected = pytrec_per_query(Dataset("sf", "test", pd.DataFrame(), pd.DataFrame(), qrels), scifact_run)
+    expected = pytrec_per_query(Dataset("sf", "test", pd.DataFrame(), pd.DataFrame(), qrels), run)
     mine = per_query[per_query["system"] == system]
     for metric in MEASURES:
         values = dict(zip(*mine[mine["metric"] == metric][["query_id", "value"]].to_numpy().T))
@@ -144,6 +149,8 @@ def test_irflow_run_evaluates_a_run_file_beside_its_own_bm25(scifact_run: dict[s
     assert row["baseline"] == "bm25" and row["n"] == 300 and 0 <= row["p_adjusted"] <= 1
     report = (out / "report.md").read_text()
     assert system in report and "latency not measured: a run file" in report and "p (adj.)" in report
+    assert "depth 100 (run files: every hit, as trec_eval reads them)" in report
+    assert f"{len(scifact_run) // 4:,} hits of 1 document not in the corpus, kept at their rank" in report
 
     db = sqlite3.connect(tmp_path / "mlflow.db")
     params = dict(db.execute("select key, value from params where key like 'run.%'").fetchall())
@@ -169,20 +176,29 @@ def run_file(tmp_path: Path, text: str | bytes, name: str = "run.trec") -> str:
     return f"run:{path}"
 
 
-def test_unknown_ids_are_counted_reported_and_dropped_and_ties_follow_trec_eval(tmp_path: Path) -> None:
+def test_unknown_queries_are_dropped_unknown_documents_kept_at_their_rank_and_ties_follow_trec_eval(
+    tmp_path: Path,
+) -> None:
     text = "q1 Q0 d1 1 2 t\nq1 Q0 d3 2 2 t\nq1 Q0 gone 3 9 t\nq2 Q0 d2 1 1 t\nqX Q0 d1 1 5 t\nqY Q0 d2 1 5 t\n"
     result = retrieve(tiny_dataset(), run_file(tmp_path, text), depth=10)
     assert list(zip(result.run["query_id"], result.run["doc_id"], result.run["rank"])) == [
-        ("q1", "d3", 1),  # tie at 2: doc id descending, whatever the file's ranks say
-        ("q1", "d1", 2),
+        ("q1", "gone", 1),  # not in the corpus: kept at its rank, as trec_eval keeps it
+        ("q1", "d3", 2),  # tie at 2: doc id descending, whatever the file's ranks say
+        ("q1", "d1", 3),
         ("q2", "d2", 1),
     ]
-    counts = {"unknown_queries": 2, "unknown_documents": 1, "dropped_hits": 3, "queries_without_hits": 1}
+    counts = {
+        "unknown_queries": 2,
+        "unknown_documents": 1,
+        "unknown_document_hits": 1,
+        "dropped_hits": 2,
+        "queries_without_hits": 1,
+    }
     assert {k: result.info[k] for k in counts} == counts
     assert retrieval_costs(result.info) == counts
-    assert retrieve(tiny_dataset(), run_file(tmp_path, text), depth=1).run["doc_id"].tolist() == ["d3", "d2"]
+    assert retrieve(tiny_dataset(), run_file(tmp_path, text), depth=1).run["doc_id"].tolist() == ["gone", "d2"]
     hybrid = retrieve(tiny_dataset(), f"hybrid:bm25+{run_file(tmp_path, text)}", depth=10)
-    assert retrieval_costs(hybrid.info)["dropped_hits"] == 3  # counted inside a hybrid too
+    assert retrieval_costs(hybrid.info)["dropped_hits"] == 2  # counted inside a hybrid too
     latency = measure_latency(tiny_dataset(), run_file(tmp_path, text))
     assert latency.p95_ms is None and latency.note and "run file" in latency.note
 

@@ -272,6 +272,7 @@ def test_evaluation_is_tracked_as_a_parent_run_with_a_child_per_system(shared: S
     assert child.data.metrics["ndcg_at_10"] == pytest.approx(document["systems"][dense]["nDCG@10"], abs=1e-12)
     assert child.data.metrics["r_at_100"] == pytest.approx(document["systems"][dense]["R@100"], abs=1e-12)
     assert child.data.metrics["documents_per_second"] > 0  # measured by this run's embed stage
+    assert child.data.metrics["load_seconds"] > 0  # which loaded MiniLM before its first batch
     assert by_system["bm25"].data.params["bm25.k1"] == "0.9"
     assert _artifacts(shared.uri, child.info.run_id) == {"per_query.parquet", "run.trec"}
     assert child.data.tags["prefect.flow_run_id"] == flow_run_id

@@ -32,6 +32,7 @@ from irflow.tasks.annotate.battle import (
     render_prompt,
 )
 from irflow.tasks.core.http_client import Call, HttpAuthError, HttpCallError, RateLimiter, RetryPolicy
+from irflow.tasks.core.redact import redact, remember
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +93,10 @@ class PromptJudge:
         digest = hashlib.sha256(json.dumps(answers, sort_keys=True).encode()).hexdigest()[:12]
         return f"{PROMPT_VERSION}-{digest}"
 
-    def redact(self, text: str) -> str:
-        """``text`` with the judge's API key replaced by ``***`` (error bodies may echo request headers)."""
-        key = os.environ.get(self.key_env) if self.key_env else None
-        return text.replace(key, "***") if key and len(key) >= 4 else text
-
     def _key(self, required: bool = True) -> str | None:
+        """The API key from ``key_env``, remembered for :func:`redact` (error bodies may echo request headers)."""
         key = os.environ.get(self.key_env) if self.key_env else None
+        remember(key)
         if required and not key:
             raise JudgeSetupError(
                 f"{self.role} {self.name}: set the API key in the environment variable {self.key_env}"
@@ -261,7 +259,7 @@ class OpenAIJudge(PromptJudge):
         try:
             return str(reply.json["choices"][0]["message"]["content"] or ""), reply.attempts
         except (KeyError, IndexError, TypeError):
-            unexpected = self.redact(json.dumps(reply.json)[:200])
+            unexpected = redact(json.dumps(reply.json)[:200])
             raise JudgeCallError(f"unexpected response {unexpected!r}", reply.attempts) from None
 
 
@@ -322,7 +320,7 @@ class AnthropicJudge(PromptJudge):
         try:
             message = await self._client.messages.create(**self.request(system, user))
         except self.sdk.APIError as err:
-            problem = self.redact(f"{type(err).__name__}: {str(err)[:200]}")
+            problem = redact(f"{type(err).__name__}: {str(err)[:200]}")
             if getattr(err, "status_code", None) in (401, 403):
                 raise JudgeAuthError(f"{self.role} {self.name}: {problem} (check {self.key_env})") from None
             raise JudgeCallError(problem) from None
@@ -381,7 +379,7 @@ class GeminiJudge(PromptJudge):
         try:
             response = await self._client.aio.models.generate_content(model=self.model, contents=user, config=config)
         except Exception as err:  # the SDK's errors share no public base class across versions
-            problem = self.redact(f"{type(err).__name__}: {str(err)[:200]}")
+            problem = redact(f"{type(err).__name__}: {str(err)[:200]}")
             if getattr(err, "code", None) in (401, 403) or getattr(err, "status_code", None) in (401, 403):
                 raise JudgeAuthError(f"{self.role} {self.name}: {problem} (check {self.key_env})") from None
             raise JudgeCallError(problem) from None

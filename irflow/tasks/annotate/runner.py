@@ -35,6 +35,7 @@ from irflow.tasks.annotate.battle import (
 from irflow.tasks.annotate.candidates import Texts
 from irflow.tasks.annotate.store import VoteStore
 from irflow.tasks.core.progress import Progress
+from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import InputError
 
 log = logging.getLogger(__name__)
@@ -124,8 +125,7 @@ async def judge_pairs(
             raise  # the key is refused: stop (see remote), not one missing vote per call
         except Exception as err:  # a judge bug must not stop the others; it shows as missing votes
             verdict = Verdict(None, error=f"{type(err).__name__}: {err}")
-        redact = getattr(judge, "redact", None)
-        if verdict.error and redact is not None:  # an error body may echo the request's Authorization header
+        if verdict.error:  # an error body may echo the request's Authorization header
             verdict = Verdict(verdict.score, verdict.reasoning, redact(verdict.error), verdict.attempts)
         score = None if verdict.score is None else (-verdict.score if swap else verdict.score) + 0.0
         stats.calls[judge.name] += 1

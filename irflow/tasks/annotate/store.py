@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import InputError, IrflowError
 
 VOTE_COLUMNS = (
@@ -35,6 +36,9 @@ VOTE_COLUMNS = (
     "attempts",
     "seconds",
 )
+
+
+FREE_TEXT = ("reasoning", "error")  # the fields of a vote a judge's answer fills with free text
 
 
 class VoteStore:
@@ -64,9 +68,13 @@ class VoteStore:
             self._fd = None
 
     def append(self, records: Iterable[dict[str, Any]]) -> None:
-        """Append records as lines, one write and one fsync for the batch."""
+        """Append records as lines, one write and one fsync for the batch; secrets in the texts a judge
+        returned (``reasoning``, ``error``) are stored as ``***`` (an answer may echo the API key)."""
         if self._fd is None:
             raise RuntimeError("VoteStore.append outside 'with'")
+        records = [
+            {k: redact(v) if k in FREE_TEXT and isinstance(v, str) else v for k, v in r.items()} for r in records
+        ]
         data = "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in records).encode()
         if data:
             os.write(self._fd, data)

@@ -9,11 +9,13 @@ Public API::
 Modules: ``significance`` (paired tests on per-query values: Fisher randomization, t, Wilcoxon, BCa
 bootstrap intervals, effect sizes, Holm/Bonferroni/BH corrections), ``family`` (the family a
 correction runs over), ``regression`` (did a system get worse between two runs?), ``analysis``
-(segments, document-type shares, length bias, disagreements, consistency).
+(segments, document-type shares, length bias, disagreements, consistency), ``calibration`` (PPI++:
+judge-labelled means corrected by a few human labels, and how many labels a target interval needs).
 """
 
 from __future__ import annotations
 
+from irflow.tasks.compare.calibration import Calibrated, calibrate_systems, calibrated_mean, labels_needed
 from irflow.tasks.compare.family import ComparisonFamily, families
 from irflow.tasks.compare.regression import paired_changes, regressions
 from irflow.tasks.compare.significance import (
@@ -29,16 +31,20 @@ from irflow.tasks.compare.significance import (
 )
 
 __all__ = [
+    "Calibrated",
     "COMPARISON_COLUMNS",
     "Comparison",
     "ComparisonFamily",
     "bootstrap_ci",
+    "calibrate_systems",
+    "calibrated_mean",
     "compare",
     "compare_all",
     "compare_systems",
     "correct",
     "effect_size",
     "families",
+    "labels_needed",
     "paired_changes",
     "randomization_test",
     "regressions",

@@ -15,9 +15,9 @@ Conventions, all differences ``candidate − baseline`` (positive = the candidat
 * Wilcoxon signed-rank (scipy, every choice explicit so an upgrade cannot move a p-value):
   ``zero_method="wilcox"`` (queries with a zero difference are dropped before ranking; Wilcoxon
   1945), tied |differences| get average ranks, no continuity correction, two-sided. The null
-  distribution is exact when there are no zeros nor ties and n <= 50 (``exact``); with zeros or ties
-  and n <= 13 it is the exact permutation distribution over all 2^n sign flips (``permutation``);
-  otherwise the normal approximation with the tie-corrected variance (``normal``). Which one was used
+  distribution is chosen on n, the number of *non-zero* differences: exact when there are no ties and
+  n <= 50 (``exact``); with ties and n <= 13 the exact permutation distribution over all 2^n sign flips
+  (``permutation``); otherwise the normal approximation with the tie-corrected variance (``normal``). Which one was used
   is ``Comparison.wilcoxon_method``. If every difference is zero, W = 0 and p = 1.
 * The confidence interval of the mean difference is a paired bootstrap: ``bca`` (default; Efron
   1987, with Hesterberg's 2015 small-sample expansion) or ``percentile``; see :func:`bootstrap_ci`.
@@ -225,21 +225,23 @@ def _ttest(baseline: np.ndarray, candidate: np.ndarray) -> tuple[float, float]:
 
 
 def _wilcoxon(baseline: np.ndarray, candidate: np.ndarray) -> tuple[float, float, str]:
-    """W, p and the null distribution used (``exact``, ``permutation`` or ``normal``; see the module docstring)."""
+    """W, p and the null distribution used (``exact``, ``permutation`` or ``normal``; see the module docstring).
+
+    The choice counts the non-zero differences only: ``zero_method="wilcox"`` drops the zeros before
+    ranking, so 5 non-zero differences among 14 queries have the exact distribution of n = 5."""
     d = candidate - baseline
-    if not np.any(d):  # scipy warns and returns (0, 1) after dividing by zero
+    nonzero = d[d != 0]
+    if not nonzero.size:  # scipy warns and returns (0, 1) after dividing by zero
         return 0.0, 1.0, "exact"
-    nonzero = np.abs(d[d != 0])
-    ties = np.unique(nonzero).size < nonzero.size
-    if d.size <= 50 and not ties and nonzero.size == d.size:
+    ties = np.unique(np.abs(nonzero)).size < nonzero.size
+    if nonzero.size <= 50 and not ties:
         method: Any = "exact"
-    elif d.size <= 13:
+    elif nonzero.size <= 13:
         method = stats.PermutationMethod(n_resamples=2**13)  # >= 2^n: every sign flip, no randomness
     else:
         method = "asymptotic"
-    result = stats.wilcoxon(
-        candidate, baseline, zero_method="wilcox", correction=False, alternative="two-sided", method=method
-    )
+    # the zeros left out here are those scipy drops itself; without them 2^13 resamples flip every sign
+    result = stats.wilcoxon(nonzero, zero_method="wilcox", correction=False, alternative="two-sided", method=method)
     name = method if isinstance(method, str) else "permutation"
     return float(result.statistic), float(result.pvalue), {"asymptotic": "normal"}.get(name, name)
 

@@ -4,7 +4,8 @@ Modules: ``schema`` (the canonical :class:`~irflow.tasks.core.schema.Dataset`, t
 :class:`~irflow.tasks.core.schema.MetricsDocument` and the dataset manifest's type), ``config`` (where
 irflow keeps things, read from the environment), ``atomic`` (atomic writes, one-rename publishing,
 file locks), ``progress`` (documents/s and ETA of long steps on a terminal), ``http_client`` (the one
-HTTP client layer: retries honouring Retry-After, rate limits, key redaction, cost accounting),
+HTTP client layer: retries honouring Retry-After, rate limits, cost accounting), ``redact`` (the one
+redaction of secrets in everything irflow writes or prints),
 ``runs`` (run tables and TREC files in trec_eval order), ``run_identity`` and ``output_folder`` (one
 readable name per evaluation; result folders checked first and published whole), ``child`` (helper
 servers that die with their parent), ``stop`` (SIGTERM as an exception, seen by every thread).
@@ -19,6 +20,7 @@ __all__ = [
     "http_client",
     "output_folder",
     "progress",
+    "redact",
     "run_identity",
     "runs",
     "schema",

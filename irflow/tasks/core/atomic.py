@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from irflow.tasks.core.schema import WriteError
+
 STALE_AFTER_S = 6 * 3600.0
 """Age after which a temporary entry whose owner cannot be checked (another host) is removed."""
 
@@ -35,22 +37,56 @@ _TEMP_RE = re.compile(
 )
 
 
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EACCES, errno.EPERM})
+"""Errors of a write that the user fixes outside irflow (space, quota, a read-only or forbidden place)."""
+
+
+def write_error(err: OSError, target: Path | str) -> WriteError | None:
+    """``err`` as a :class:`WriteError` naming ``target`` when it is a write failure, else None.
+
+    A permission error on a path outside ``target``'s folder (a file being read) is not a write failure."""
+    if err.errno not in WRITE_ERRNOS:
+        return None
+    folder = Path(target).absolute().parent
+    culprit = Path(os.fsdecode(err.filename)).absolute() if err.filename else None
+    elsewhere = culprit is not None and folder not in (culprit, *culprit.parents)
+    if err.errno in (errno.EACCES, errno.EPERM) and elsewhere:
+        return None
+    what = err.strerror or os.strerror(err.errno or 0)
+    if elsewhere:
+        what += f" ({culprit})"
+    return WriteError(f"could not write {target}: {what}; nothing was written there (what it held before is kept)")
+
+
+@contextlib.contextmanager
+def named_write_errors(target: Path | str) -> Iterator[None]:
+    """Turn a write failure (:data:`WRITE_ERRNOS`) in the block into a :class:`WriteError` naming ``target``."""
+    try:
+        yield
+    except OSError as err:
+        named = write_error(err, target)
+        if named is None:
+            raise
+        raise named from err
+
+
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path in the target's folder; on success rename it onto ``target``."""
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    os.chmod(tmp_path, 0o644)  # mkstemp's 0600 would make a shared cache unreadable to other users
-    try:
-        yield tmp_path
-        with open(tmp_path, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp_path, target)
-    finally:
-        tmp_path.unlink(missing_ok=True)
+    with named_write_errors(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+        tmp_path = Path(tmp)
+        try:
+            os.chmod(tmp_path, 0o644)  # mkstemp's 0600 would make a shared cache unreadable to other users
+            yield tmp_path
+            with open(tmp_path, "rb+") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp_path, target)
+        finally:
+            tmp_path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -142,14 +178,15 @@ def clean_stale(folder: Path, *, max_age: float = STALE_AFTER_S) -> list[Path]:
 @contextlib.contextmanager
 def temp_dir(parent: Path, label: str) -> Iterator[Path]:
     """A new owned temporary folder in ``parent`` (stale ones there are cleaned first); removed after."""
-    parent.mkdir(parents=True, exist_ok=True)
-    clean_stale(parent)
-    tmp = parent / temp_name(label)
-    tmp.mkdir()
-    try:
-        yield tmp
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with named_write_errors(parent / label):
+        parent.mkdir(parents=True, exist_ok=True)
+        clean_stale(parent)
+        tmp = parent / temp_name(label)
+        tmp.mkdir()
+        try:
+            yield tmp
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- folder publish

@@ -6,7 +6,8 @@ or an HTTP date) or else an exponential, jittered backoff; a ``Retry-After`` lon
 allows fails instead of stalling a run. A refused key (401/403) stops at once: every other call would
 be refused too. Requests- and tokens-per-minute budgets are token buckets shared by every caller of a
 :class:`RateLimiter` (threads or one event loop). Secrets (API keys, tokens) are replaced by ``***``
-in every message this module writes, since error bodies may echo request headers.
+in every message this module writes (:mod:`irflow.tasks.core.redact`), since error bodies may echo
+request headers.
 
 httpx is imported by the callers that build clients; this module only drives them, and adds
 :class:`KeepAliveClient`, a plain ``http.client`` connection per thread for callers whose own time
@@ -24,11 +25,11 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, NamedTuple
 
+from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import IrflowError
 
 log = logging.getLogger(__name__)
@@ -120,14 +121,6 @@ class RateLimiter:
         delay = self.reserve(tokens)
         if delay > 0:
             await asyncio.sleep(delay)
-
-
-def redact(text: str, secrets: Sequence[str | None]) -> str:
-    """``text`` with every secret (of 4 characters or more) replaced by ``***``."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    return text
 
 
 def retry_after_seconds(value: str | None) -> float | None:
@@ -337,6 +330,5 @@ __all__ = [
     "RateLimiter",
     "Reply",
     "RetryPolicy",
-    "redact",
     "retry_after_seconds",
 ]

@@ -24,8 +24,9 @@ def check_output(path: str | os.PathLike[str], option: str = "--output", marker:
     Refused: an existing file (or a file on the way), a folder holding something other than irflow
     results (no ``marker`` file; ``marker=None`` for a folder that is written into, never replaced),
     and a place that cannot be written. Writability is tried with a real write beside the folder,
-    where the temporary build folder will go (permission bits say nothing for root, and a read-only
-    mount says nothing in them). Nothing is left behind.
+    where the temporary build folder will go, and in the folder itself when it exists (publishing swaps
+    it out, which rewrites its ``..``; permission bits say nothing for root, and a read-only mount says
+    nothing in them). Nothing is left behind.
     """
     target = Path(path).expanduser()
     where = f"{option} {str(path)!r}"
@@ -44,14 +45,17 @@ def check_output(path: str | os.PathLike[str], option: str = "--output", marker:
         existing = existing.parent
     if not existing.is_dir():
         raise InputError(f"{where}: expected a folder, but {existing} is a file")
-    try:
-        with tempfile.TemporaryDirectory(prefix=".irflow-write-check-", dir=existing) as probe:
-            (Path(probe) / "probe").write_bytes(b"")
-    except OSError as err:
-        raise InputError(
-            f"{where}: {existing} cannot be written ({err.strerror or type(err).__name__}); "
-            "expected a folder irflow can write to"
-        ) from None
+    # the temporary build folder goes beside the target; an existing target is swapped out (its ".."
+    # entry rewritten) or written into, which needs the target itself writable too
+    for place in (existing, target) if target.is_dir() else (existing,):
+        try:
+            with tempfile.TemporaryDirectory(prefix=".irflow-write-check-", dir=place) as probe:
+                (Path(probe) / "probe").write_bytes(b"")
+        except OSError as err:
+            raise InputError(
+                f"{where}: {place} cannot be written ({err.strerror or type(err).__name__}); "
+                "expected a folder irflow can write to"
+            ) from None
     return target
 
 

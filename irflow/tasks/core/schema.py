@@ -66,6 +66,11 @@ class DownloadError(IrflowError):
     """A download failed, was incomplete, or did not match its checksum. Nothing was cached."""
 
 
+class WriteError(IrflowError):
+    """A file or folder could not be written (disk full, quota, read-only, no permission). The message names
+    the path and what happened; the temporary being written is removed and the target keeps its old content."""
+
+
 class UnknownNameError(IrflowError, KeyError):
     """An unknown dataset, system, model or metric name. The message lists the valid choices."""
 
@@ -160,10 +165,28 @@ class MlflowRef(TypedDict, total=False):
     runs_url: str | None  # the run list with the saved view "irflow headline" open (tracking_view)
 
 
+class JudgementOrigin(TypedDict):
+    """Where a split's judgements come from, when that limits what they can see (``coverage.origin``)."""
+
+    kind: str  # "clicks" or "pool"
+    contributors: list[str]  # the systems whose results were judged; empty when the source does not name them
+    description: str
+
+
+class Coverage(TypedDict, total=False):
+    """The ``coverage`` block of metrics.json (``tasks.report.coverage``): how much of each top 10 is judged."""
+
+    measure: str  # Judged@10
+    systems: dict[str, float]  # spec -> mean Judged@10 over the judged queries
+    warning: str  # present when coverage is uneven (it can decide the comparison)
+    note: str  # present when a system has less than 90% of its top 10 judged
+    origin: JudgementOrigin  # present for click-derived and pooled judgements
+
+
 class MetricsDocument(TypedDict, total=False):
     """metrics.json: ``dataset`` and ``systems`` (spec -> metric -> mean) always; ``cost`` (spec ->
     ``p50_ms``, ``queries_per_second``, ...), the run's settings, and after tracking ``mlflow``;
-    ``failed`` (spec -> error) when systems failed."""
+    ``failed`` (spec -> error) when systems failed; ``calibrated`` and ``calibration`` with ``--human``."""
 
     dataset: DatasetSummary
     systems: dict[str, dict[str, float]]
@@ -175,3 +198,6 @@ class MetricsDocument(TypedDict, total=False):
     irflow_version: str
     mlflow: MlflowRef
     failed: dict[str, str]
+    coverage: Coverage
+    calibrated: dict[str, dict[str, dict[str, Any]]]  # with --human: spec -> metric -> PPI++ estimate, ci, ...
+    calibration: dict[str, Any]  # with --human: the human dataset, method, half_width, notes

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from irflow.tasks.core.redact import remember
 from irflow.tasks.core.schema import InputError, IrflowError
 from irflow.tasks.systems.api_options import API_OPTIONS, PROVIDER, check_base_url, is_api_model, normalise_options
 
@@ -114,6 +115,7 @@ class ApiModel:
     def key(self) -> str | None:
         """The API key from the environment; required by api.openai.com, optional for local servers."""
         key = os.environ.get(self.key_env) or None
+        remember(key)
         if key is None and self.base_url == OPENAI_BASE_URL:
             raise InputError(f"{self.name}: set the API key in the environment variable {self.key_env}")
         return key

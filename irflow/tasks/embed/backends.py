@@ -58,6 +58,12 @@ def encode_exported(
     return out / np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-12, None)
 
 
+def load_exported(model: ResolvedModel) -> None:
+    """Export (once), load and compile ``model``'s graph and its tokenizer, as the first encode would."""
+    _runner(model)
+    _tokenizer(model.path)
+
+
 def score_exported(model: ResolvedModel, pairs: Sequence[Pair], *, batch_size: int) -> np.ndarray:
     """A cross-encoder's score of each (query, document) pair from ``model``'s export, as float64."""
     activation = _activation(model.path)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from irflow.tasks.core.stop import check_stop
-from irflow.tasks.embed.backends import encode_exported, score_exported
+from irflow.tasks.embed.backends import encode_exported, load_exported, score_exported
 from irflow.tasks.embed.models import (
     MODEL_MAX_SEQ_LENGTH,
     ResolvedModel,
@@ -62,6 +62,19 @@ def encode(
 def _check_stop(module: Any, args: Any) -> None:
     """A forward pre-hook: raise ``Terminated`` once SIGTERM arrived (``tasks.core.stop``)."""
     check_stop()
+
+
+def load_encoder(model: Encoder) -> None:
+    """Load a local model (torch, or its exported graph) as :func:`encode` would, so that the first encoded
+    batch is timed without the import, the weights' loading or the graph's compilation; an API model has
+    nothing to load."""
+    if not isinstance(model, ResolvedModel):
+        return
+    if model.backend != "torch":
+        require_backend(model.backend, model.quantize)
+        load_exported(model)
+    else:
+        load_sentence_transformer(model.path, model.precision, model.device)
 
 
 def score_pairs(model: str, query: str, documents: Sequence[str], *, batch_size: int = 32) -> list[float]:

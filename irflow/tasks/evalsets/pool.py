@@ -7,13 +7,16 @@
 * a filled sheet comes back through ``irflow datasets import SHEET --format sheet --base D``
   (:mod:`irflow.tasks.ingest.sheet`), merged with D's judgements.
 * :func:`cohen_kappa` (Cohen 1960; quadratic weights, Cohen 1968) and :func:`krippendorff_alpha`
-  (Krippendorff 2011, nominal / ordinal / interval) — agreement of two or more judges' sheets.
+  (Krippendorff 2011, nominal / ordinal / interval) — agreement of two or more judges' sheets; both are
+  undefined (NaN, shown by :func:`agreement_text` as ``undefined (one grade only)``) when a single grade
+  was given throughout: agreement beyond chance has nothing to be measured against.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +35,8 @@ def pool(
     dataset: Dataset, runs: Mapping[str, pd.DataFrame], k: int = 10, *, include_judged: bool = False
 ) -> pd.DataFrame:
     """The pool: ``query_id, doc_id, systems`` (how many systems put it in their top k), queries in id
-    order, documents by how many systems retrieved them, then by best rank."""
+    order, documents by how many systems retrieved them, then by best rank. Documents not in the corpus
+    (a run file may rank them) have no text to judge and are left out."""
     if k < 1:
         raise InputError(f"pool depth k must be >= 1, got {k}")
     if not runs:
@@ -43,6 +47,7 @@ def pool(
         tops.append(top)
     hits = pd.concat(tops, ignore_index=True).astype({"query_id": str, "doc_id": str})
     hits = hits[hits["query_id"].isin(set(dataset.queries["query_id"].astype(str)))]
+    hits = hits[hits["doc_id"].isin(set(dataset.corpus["doc_id"].astype(str)))]  # a run's missing document: no text
     pooled = hits.groupby(["query_id", "doc_id"], as_index=False).agg(
         systems=("system", "nunique"), best=("rank", "min")
     )
@@ -107,9 +112,40 @@ def agreement_table(sheets: Sequence[str | Path]) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
+UNDEFINED = "undefined (one grade only)"
+
+
+def agreement_text(value: float) -> str:
+    """A kappa or alpha for printing: three decimals, or :data:`UNDEFINED` for NaN."""
+    return UNDEFINED if math.isnan(value) else f"{value:.3f}"
+
+
+def single_grade_reason(table: pd.DataFrame) -> str | None:
+    """Why kappa and alpha are undefined, when they are: the units judged by two or more judges all got
+    one grade (None otherwise)."""
+    paired = table[table.notna().sum(axis=1) >= 2]
+    grades = np.unique(paired.to_numpy()[paired.notna().to_numpy()])
+    if grades.size != 1:
+        return None
+    return (
+        f"undefined: every unit judged twice or more got grade {grades[0]:g} from every judge, so agreement "
+        "cannot be told from chance (kappa and alpha are 0/0)"
+    )
+
+
 def cohen_kappa(a: Sequence[float], b: Sequence[float], *, weights: str | None = None) -> float:
     """Cohen's kappa of two judges over the units both judged: (p_o − p_e) / (1 − p_e), or with
-    ``weights="quadratic"`` the weighted kappa (disagreement (i − j)²). 1 = perfect agreement, 0 = chance."""
+    ``weights="quadratic"`` the weighted kappa. 1 = perfect agreement, 0 = chance.
+
+    Quadratic weights are the squared differences of the grade *values*, (g − h)², not of the grades'
+    positions among those used: with grades 0, 1 and 3 in use a 0-vs-3 disagreement weighs 9, not 4
+    (scikit-learn's ``cohen_kappa_score`` weighs positions in ``labels``; the two agree when the grades used
+    are consecutive, or with ``labels=range(max grade + 1)``). A grade scale is an interval scale here,
+    as for Krippendorff's interval alpha.
+
+    NaN (undefined) when both judges gave every unit one and the same grade: chance agreement is then 1
+    and kappa is 0/0 (Cohen 1960; scikit-learn returns NaN too); not 1, which would claim agreement
+    beyond chance that one grade cannot show."""
     x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     both = ~(np.isnan(x) | np.isnan(y))
     x, y = x[both], y[both]
@@ -127,14 +163,15 @@ def cohen_kappa(a: Sequence[float], b: Sequence[float], *, weights: str | None =
         disagreement = (labels[:, None] - labels[None, :]) ** 2
     else:
         raise InputError(f"unknown kappa weights {weights!r}; expected None or 'quadratic'")
-    chance = float((disagreement * expected).sum())
-    return 1.0 if chance == 0 else 1.0 - float((disagreement * observed).sum()) / chance
+    chance = float((disagreement * expected).sum())  # 0 only when a single grade was used throughout
+    return math.nan if chance == 0 else 1.0 - float((disagreement * observed).sum()) / chance
 
 
 def krippendorff_alpha(table: pd.DataFrame | np.ndarray, level: str = "ordinal") -> float:
     """Krippendorff's alpha (Krippendorff 2011, "Computing Krippendorff's Alpha-Reliability"):
     1 − D_o / D_e from the coincidence matrix of units × judges (NaN = not judged; units with fewer
-    than two values are left out). ``level``: ``nominal``, ``ordinal`` or ``interval``."""
+    than two values are left out). ``level``: ``nominal``, ``ordinal`` or ``interval``. NaN (undefined,
+    as Krippendorff states) when every pairable value is the same grade: the expected disagreement is 0."""
     values = np.asarray(table, dtype=np.float64)
     labels = np.unique(values[~np.isnan(values)])
     index = {v: n for n, v in enumerate(labels)}
@@ -167,4 +204,4 @@ def krippendorff_alpha(table: pd.DataFrame | np.ndarray, level: str = "ordinal")
         raise InputError(f"unknown alpha level {level!r}; expected nominal, ordinal or interval")
     observed = float((coincidence * delta).sum())
     expected = float((np.outer(n_c, n_c) * delta).sum()) / (n - 1)
-    return 1.0 if expected == 0 else 1.0 - observed / expected
+    return math.nan if expected == 0 else 1.0 - observed / expected

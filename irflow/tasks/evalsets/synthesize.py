@@ -193,6 +193,14 @@ def parse_queries(text: str) -> list[Any]:
     return list(answer["queries"])
 
 
+def _valid_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def candidate_id(key: str) -> str:
     """The id of a synthetic query: ``syn-`` and a digest of its normalised text."""
     return ID_PREFIX + hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
@@ -203,7 +211,14 @@ def collect(
 ) -> tuple[pd.DataFrame, dict[str, int]]:
     """Parsed queries in request order (``query_id, text, key, doc_id, style``), the first of each
     normalised text (``taken`` holds texts already used, e.g. the base queries), and what was dropped."""
-    counts = {"failed_calls": 0, "unparseable_answers": 0, "not_text": 0, "duplicate": 0, "generated": 0}
+    counts = {
+        "failed_calls": 0,
+        "unparseable_answers": 0,
+        "not_text": 0,
+        "not_unicode": 0,
+        "duplicate": 0,
+        "generated": 0,
+    }
     rows = []
     seen = set(taken)
     for request in requests:
@@ -221,6 +236,8 @@ def collect(
             key = normalise(item) if isinstance(item, str) else ""
             if not key:
                 counts["not_text"] += 1
+            elif not _valid_unicode(key):  # a lone surrogate ("\\ud800" in the answer's JSON) cannot be stored
+                counts["not_unicode"] += 1
             elif key in seen:
                 counts["duplicate"] += 1
             else:
@@ -368,7 +385,8 @@ def describe(summary: dict[str, Any]) -> str:
         + (f" stratified by {summary['stratify']}" if summary["stratify"] else "")
         + f" ({summary['cached_calls']:,} answers cached, {summary['failed_calls']:,} calls failed)",
         f"generated {summary['generated']:,} queries; dropped: {summary['unparseable_answers']:,} unparseable answers, "
-        f"{summary['not_text']:,} items that are not text, {summary['duplicate']:,} duplicates, "
+        f"{summary['not_text']:,} items that are not text, {summary['not_unicode']:,} not valid Unicode "
+        f"(a lone surrogate), {summary['duplicate']:,} duplicates, "
         f"{summary['failed_round_trip']:,} failed the round trip (source document not in the top "
         f"{summary['filter']['k']} of {summary['filter']['system']}), {summary['surplus']:,} beyond --queries",
         f"kept {summary['kept']:,} synthetic queries ("

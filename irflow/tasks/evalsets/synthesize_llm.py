@@ -23,6 +23,7 @@ from irflow.tasks.annotate.judges import make_judge, parse_judge
 from irflow.tasks.annotate.llm_judges import OpenAIJudge, PromptJudge
 from irflow.tasks.core.atomic import file_lock
 from irflow.tasks.core.config import cache_dir
+from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import InputError, IrflowError
 
 LLM_KINDS = ("openai", "anthropic", "gemini")
@@ -103,9 +104,11 @@ class AnswerCache:
         return answers
 
     def append(self, key: str, text: str) -> None:
+        """Store an answer, secrets in it (an answer may echo the API key) as ``***``."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with file_lock(self.path.with_suffix(".lock")), self.path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps({"key": key, "text": text}, ensure_ascii=False) + "\n")
+            # escaped: an answer holding a lone surrogate is kept as the model sent it (collect drops the query)
+            out.write(json.dumps({"key": key, "text": redact(text)}) + "\n")
             out.flush()
 
 
@@ -155,6 +158,7 @@ async def _ask(todo: list[Request], generator: PromptJudge, cache: AnswerCache) 
             except JudgeAuthError:
                 refused.set()
                 raise
+            text = redact(text)  # what is stored is what is used: an answer that echoes the key shows ***
             cache.append(request.key, text)
             return request.key, Outcome(text)
 

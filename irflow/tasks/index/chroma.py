@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import InputError, IrflowError
 from irflow.tasks.index.recall import measure_recall
 
@@ -67,6 +68,23 @@ def _split_url(url: str) -> tuple[str, int, bool]:
     return parts.hostname, port or (443 if ssl else 8000), ssl
 
 
+def shown_url(url: str) -> str:
+    """``url`` as messages show it: its password (and any other known secret) as ``***``."""
+    return redact(url)
+
+
+def _heartbeat_problem(beat: Any) -> str | None:
+    """Why an HTTP 200 answer to ``/api/v2/heartbeat`` is not Chroma's (``{"nanosecond heartbeat": N}``), or None."""
+    try:
+        body = beat.json()
+    except ValueError:
+        kind = beat.headers.get("content-type", "").split(";")[0] or "no content type"
+        return f"answered /api/v2/heartbeat with something that is not JSON ({kind})"
+    if not isinstance(body, dict) or "nanosecond heartbeat" not in body:
+        return "answered /api/v2/heartbeat without Chroma's 'nanosecond heartbeat'"
+    return None
+
+
 def connect(url: str | None = None) -> Any:
     """A ``chromadb`` HTTP client for the server at ``url`` (default :func:`chroma_url`), after
     checking within :data:`CONNECT_TIMEOUT_S` that a Chroma server answers there."""
@@ -74,6 +92,7 @@ def connect(url: str | None = None) -> Any:
 
     url = url or chroma_url()
     host, port, ssl = _split_url(url)
+    shown = shown_url(url)
     try:
         chromadb = importlib.import_module("chromadb")
     except ImportError:
@@ -82,13 +101,21 @@ def connect(url: str | None = None) -> Any:
         beat = httpx.get(f"{url}/api/v2/heartbeat", timeout=CONNECT_TIMEOUT_S)
     except httpx.HTTPError as err:
         raise ChromaError(
-            f"no Chroma server answers at {url} ({URL_ENV}): {type(err).__name__}: {err}; start one with "
+            f"no Chroma server answers at {shown} ({URL_ENV}): {type(err).__name__}: {err}; start one with "
             f"`chroma run --host 127.0.0.1 --port {port} --path DIR` or point {URL_ENV} at yours"
         ) from None
     if beat.status_code != 200:
-        raise ChromaError(f"{url} ({URL_ENV}) answered HTTP {beat.status_code} to /api/v2/heartbeat: not Chroma")
+        raise ChromaError(f"{shown} ({URL_ENV}) answered HTTP {beat.status_code} to /api/v2/heartbeat: not Chroma")
+    problem = _heartbeat_problem(beat)
+    if problem:
+        raise ChromaError(f"{shown} ({URL_ENV}) {problem}: not a Chroma server; point {URL_ENV} at one")
     settings = chromadb.Settings(anonymized_telemetry=False)
-    client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=settings)
+    try:
+        client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=settings)
+    except Exception as err:  # the server answered the heartbeat but not the client's own checks
+        raise ChromaError(
+            f"the Chroma client could not start against {shown} ({URL_ENV}): {type(err).__name__}: {err}"
+        ) from None
     session = getattr(getattr(client, "_server", None), "_session", None)
     if session is not None:  # the client waits forever by default
         session.timeout = httpx.Timeout(REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
@@ -218,6 +245,7 @@ def build_chroma_index(vectors: np.ndarray, params: dict[str, int], *, url: str 
     (``M``, ``efConstruction``, ``efSearch``; absent = the server's defaults) at ``url``."""
     url = (url or chroma_url()).rstrip("/")
     client = connect(url)
+    url = shown_url(url)  # from here on only named in messages
     try:
         sweep_stale(client)
     except Exception as err:  # listing may be forbidden on a shared server: cleaning is best effort

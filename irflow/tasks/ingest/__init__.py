@@ -173,6 +173,7 @@ def import_dataset(
     drop_missing_documents: bool = False,
     min_impressions: int = clicks.MIN_IMPRESSIONS,
     sampling: querylog.Sampling | None = None,
+    logged_by: str | None = None,
 ) -> Manifest:
     """Ingest a local source under ``name``, replacing a dataset of that name; returns the split's manifest.
 
@@ -192,6 +193,9 @@ def import_dataset(
     ``sheet`` (an ``irflow pool`` sheet with grades filled in, merged with the judgements of ``base``),
     ``querylog`` (a query log, normalised, de-duplicated and sampled by ``sampling`` into a query set over
     the corpus of ``base``, with ``base``'s judgements of the queries it shares).
+
+    ``logged_by`` names the system whose rankings a click log records (kept in the manifest; the report
+    names it as the only source of the judgements).
     """
     if name in EMBEDDED:
         raise InputError(f"dataset name {name!r} is reserved; choose another name")
@@ -222,6 +226,10 @@ def import_dataset(
     source: dict[str, Any] = {"kind": fmt, "location": str(path.resolve())}
     if drop_missing_documents:
         source["drop_missing_documents"] = True
+    if logged_by is not None:
+        if fmt != "clicks" or not logged_by.strip():
+            raise InputError("--logged-by names the system that produced a click log's rankings (--format clicks)")
+        source["logged_by"] = logged_by.strip()
     if fmt == "querylog":
         (sampling or querylog.Sampling()).check()  # a bad option fails before any work
     build = _import_builder(
@@ -317,13 +325,18 @@ def list_datasets() -> list[dict[str, Any]]:
 
 
 def dataset_info(name: str, split: str | None = None) -> Manifest:
-    """The manifest of a dataset split (ingesting it first if needed; a stored split is not loaded)."""
+    """The manifest of a dataset split (ingesting it first if needed; a stored split is not loaded, but the
+    files its manifest names are checked to be there with the rows it counts: :func:`store.verify_split`)."""
     split = store.check_split(split or default_split(name))
     if name not in EMBEDDED and not name.startswith("beir/"):
         check_name(name)
         with store.reading(name):
-            return store.read_manifest(name, split)
+            manifest = store.read_manifest(name, split)
+            store.verify_split(name, split, manifest)
+            return manifest
     with store.reading(name):
         if store.has_split(name, split) and name not in EMBEDDED:
-            return store.read_manifest(name, split)
+            manifest = store.read_manifest(name, split)
+            store.verify_split(name, split, manifest)
+            return manifest
     return Manifest(**load_dataset(name, split).manifest)

@@ -205,7 +205,7 @@ def download(
 # ----------------------------------------------------------------------------- extraction
 
 
-def _env_number(name: str, default: float) -> float:
+def env_number(name: str, default: float) -> float:
     """A positive number from the environment; K, M, G, T suffixes are binary units (``20G``)."""
     value = os.environ.get(name, "").strip()
     if not value:
@@ -218,7 +218,7 @@ def _env_number(name: str, default: float) -> float:
 
 def extract_limits() -> tuple[int, float]:
     """``(max bytes, max ratio)`` for extraction, from ``IRFLOW_MAX_EXTRACT_BYTES`` / ``IRFLOW_MAX_EXTRACT_RATIO``."""
-    return int(_env_number("IRFLOW_MAX_EXTRACT_BYTES", DEFAULT_MAX_EXTRACT_BYTES)), _env_number(
+    return int(env_number("IRFLOW_MAX_EXTRACT_BYTES", DEFAULT_MAX_EXTRACT_BYTES)), env_number(
         "IRFLOW_MAX_EXTRACT_RATIO", DEFAULT_MAX_EXTRACT_RATIO
     )
 

@@ -16,7 +16,8 @@ The corpus is streamed to Parquet in batches: an 8.8M-passage collection never b
 objects all at once.
 
 Checks: ids and texts are strings of valid Unicode (a lone surrogate such as ``"\\ud800"`` is an
-error naming its file and line), document and query ids are unique, every grade is an integer
+error naming its file and line), document and query ids are unique and hold no whitespace (run files
+separate their fields by it), every grade is an integer
 from :data:`MIN_GRADE` to :data:`MAX_GRADE`, and each split keeps at least one judgement of a known
 query. Judgements of unknown queries are counted and dropped (they cannot be run); judgements of
 documents absent from the corpus are kept, as trec_eval and BEIR keep them (the document is relevant
@@ -134,6 +135,8 @@ class CorpusWriter:
     def add(
         self, doc_id: str, title: str, text: str, metadata: dict[str, Any] | None = None, line: int | None = None
     ) -> None:
+        if doc_id.split() != [doc_id]:
+            raise id_error("document", doc_id, self.source, line)
         try:
             self.digest.add((doc_id, title, text, metadata_json(metadata)))
         except UnicodeEncodeError:
@@ -191,6 +194,17 @@ class CorpusWriter:
 MAX_METADATA_COLUMNS = 32
 
 
+def id_error(kind: str, value: str, source: str, line: int | None) -> InputError:
+    """An id that is empty or holds whitespace: run files (``qid Q0 docid rank score tag``) separate fields by
+    whitespace, so every run over such an id would fail when written; refused at import instead."""
+    return InputError(
+        f"{kind} id {value!r} is empty or contains whitespace; expected an id without spaces, tabs or line breaks "
+        "(run files separate their fields by whitespace)",
+        path=source,
+        line=line,
+    )
+
+
 def _metadata_frame(rows: list[tuple[int, dict[str, Any]]], n: int, reserved: set[str]) -> pd.DataFrame:
     """Metadata dicts (sparse, by row position) as columns; nested or mixed-type values as JSON text.
 
@@ -228,6 +242,8 @@ def queries_frame(records: Sequence[QueryRecord], source: str) -> pd.DataFrame:
         if qid in seen:
             raise InputError(f"duplicate query id {qid!r} (first seen on line {seen[qid]})", path=source, line=line)
         seen[qid] = line
+        if qid.split() != [qid]:
+            raise id_error("query", qid, source, line)
         try:
             (qid + text + (metadata_json(meta) if meta else "")).encode("utf-8")
         except UnicodeEncodeError:

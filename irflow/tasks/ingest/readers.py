@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
 from irflow.tasks.core.schema import InputError
-from irflow.tasks.ingest.records import MAX_GRADE, MIN_GRADE
+from irflow.tasks.ingest.records import MAX_GRADE, MIN_GRADE, unicode_error
 
 
 def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
@@ -175,12 +175,39 @@ def read_log_table(path: str | Path, what: str) -> Any:
         if suffix == ".parquet":
             return pd.read_parquet(path)
         if suffix in (".jsonl", ".json"):
+            _check_json_surrogates(path)
             return pd.read_json(path, lines=True, dtype=False)
         return pd.read_csv(path, sep="," if suffix == ".csv" else "\t", dtype=str, keep_default_na=False)
     except pd.errors.EmptyDataError:  # not even a header: an empty table, which the caller reports
         return pd.DataFrame()
+    except InputError:
+        raise
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read the {what}: {exc}", path=str(path)) from None
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _check_json_surrogates(path: Path) -> None:
+    """pandas' JSON reader silently drops a lone surrogate (``"\\ud800"``); the dataset import refuses it,
+    and so does a log: the first one fails naming the file, the line and the field. Lines are parsed one
+    by one only when the file holds a surrogate escape at all (a valid pair holds two)."""
+    data = path.read_bytes()
+    if not _SURROGATE_ESCAPE.search(data):
+        return
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not _SURROGATE_ESCAPE.search(line):
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # pandas names the malformed line
+        fields = record if isinstance(record, dict) else {"value": record}
+        try:
+            json.dumps(fields, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise unicode_error(fields, str(path), number) from None
 
 
 def fail_at_row(bad: Any, name: str, expected: str, table: Any, path: str | Path) -> NoReturn:
@@ -197,7 +224,14 @@ def integer_column(column: Any, name: str, path: str | Path, minimum: int) -> An
     import pandas as pd
 
     values = pd.to_numeric(column, errors="coerce")
-    bad = values.isna() | (values != values.round()) | (values < minimum)
+    bad = values.isna() | (values != values.round()) | (values < minimum) | (values >= 2**63)
     if bad.any():
-        fail_at_row(bad, name, f"an integer >= {minimum}", column.to_frame(name), path)
+        fail_at_row(bad, name, f"an integer from {minimum} to 2**63-1", column.to_frame(name), path)
+    total = values.to_numpy(np.float64).cumsum()  # sums of counts are int64 too (manifests, sampling weights)
+    if total[-1:].size and total[-1] >= 2**63:
+        row = int(np.argmax(total >= 2**63)) + 1
+        raise InputError(
+            f"row {row}: the {name} values up to this row add up to more than 2**63-1; expected a total that fits",
+            path=str(path),
+        )
     return values.astype(np.int64)

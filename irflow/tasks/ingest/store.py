@@ -22,7 +22,7 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pandas as pd
 
@@ -157,9 +157,57 @@ def stored_names(catalog: list[str]) -> list[str]:
     return sorted(names)
 
 
+def _damaged(path: Path, err: BaseException) -> InputError:
+    """A stored file that does not read back as irflow wrote it (edited, truncated, replaced)."""
+    detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return InputError(
+        f"the stored dataset file is damaged ({detail}); import the dataset again to replace it", path=str(path)
+    )
+
+
+def _json_file(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise _damaged(path, err) from None
+    if not isinstance(value, dict):
+        raise _damaged(path, ValueError(f"expected a JSON object, found {type(value).__name__}"))
+    return value
+
+
 def read_json(name: str, *parts: str) -> dict[str, Any]:
     path = dataset_dir(name).joinpath(*parts)
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return _json_file(path) if path.is_file() else {}
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """A stored Parquet table; a damaged one is an :class:`InputError` naming the file."""
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+        raise _damaged(path, err) from None
+
+
+def verify_split(name: str, split: str, manifest: Manifest) -> None:
+    """Check that the files a stored split's manifest describes are there and hold the rows it counts.
+
+    Reads only each Parquet file's footer, so ``datasets info`` stays instant on a large corpus but does
+    not vouch for a dataset that cannot be loaded."""
+    import pyarrow.parquet as pq
+
+    folder = dataset_dir(name)
+    counts = {
+        folder / "corpus.parquet": manifest.get("documents"),
+        folder / split / "queries.parquet": None,
+        folder / split / "qrels.parquet": manifest.get("judgements"),
+    }
+    for path, expected in counts.items():
+        try:
+            rows = pq.read_metadata(path).num_rows
+        except (OSError, ValueError) as err:
+            raise _damaged(path, err) from None
+        if expected is not None and rows != expected:
+            raise _damaged(path, ValueError(f"{rows:,} rows where the manifest counts {expected:,}"))
 
 
 def dropped_missing_documents(manifest: Manifest) -> bool:
@@ -173,7 +221,7 @@ def read_manifest(name: str, split: str) -> Manifest:
         raise UnknownNameError(
             f"dataset {name!r} has no stored split {split!r}; stored splits: {', '.join(stored_splits(name)) or 'none'}"
         )
-    return json.loads(path.read_text(encoding="utf-8"))
+    return cast(Manifest, _json_file(path))
 
 
 def load_stored(name: str, split: str) -> Dataset:
@@ -189,9 +237,9 @@ def load_stored(name: str, split: str) -> Dataset:
             manifest["dropped_qrels"]["unknown_doc"],
         )
     folder = dataset_dir(name)
-    corpus = pd.read_parquet(folder / "corpus.parquet")
-    queries = pd.read_parquet(folder / split / "queries.parquet")
-    qrels = pd.read_parquet(folder / split / "qrels.parquet")
+    corpus = read_table(folder / "corpus.parquet")
+    queries = read_table(folder / split / "queries.parquet")
+    qrels = read_table(folder / split / "qrels.parquet")
     candidates_path = folder / split / "candidates.parquet"
     if candidates_path.is_file():
         manifest = {**manifest, "candidates": str(candidates_path)}

@@ -21,7 +21,8 @@ def _seconds(c: Mapping[str, Any], key: str, stage: str) -> str:
 def _rate(c: Mapping[str, Any]) -> str:
     value = c.get("documents_per_second")
     if value is not None:
-        return f"{value:,.0f}"
+        load = c.get("load_seconds")
+        return f"{value:,.0f}" + (f" (+{load:.1f} s load)" if load else "")
     return "cached" if any(part.startswith("embeddings") for part in c.get("cached") or ()) else "-"
 
 
@@ -52,7 +53,8 @@ def cost_section(document: Mapping[str, Any], data: ReportData, plot_files: Mapp
         "## Cost",
         "",
         "Search latency per query after warm-up, one query at a time; index build, corpus encoding "
-        "(documents/s) and batch retrieval of all queries by this run. `cached`: this run loaded that stage from "
+        "(documents/s from the first encoded batch; `+N s load`: loading the model before it, when this run "
+        "encoded anything) and batch retrieval of all queries by this run. `cached`: this run loaded that stage from "
         "its cache, so it has no time of its own (the first run's time is not this run's)"
         + ("; recall@100 of approximate indexes against exact search on the same vectors." if recall else "."),
         "",

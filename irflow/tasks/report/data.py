@@ -14,9 +14,10 @@ from irflow.tasks.compare.significance import compare_all, compare_systems
 from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.metrics import parse_measure
 from irflow.tasks.report import plots
+from irflow.tasks.report.coverage import CONDENSED_HEADLINE
 from irflow.tasks.report.results import StoredResults
 
-HEADLINE = "nDCG@10"  # the headline metric when computed; otherwise the first one
+HEADLINE = "nDCG@10"  # the headline metric when computed (see headline_of); otherwise the first one
 ANALYSIS_DEPTH = 10  # top-k of the document-type and length analyses
 SIGNIFICANCE = {
     "permutations": 10_000,
@@ -28,6 +29,13 @@ SIGNIFICANCE = {
 }
 MAX_SEGMENT_VALUES = 30  # a metadata column with more distinct values is free text, not a segment
 MAX_NUMERIC_SEGMENT_VALUES = 10  # a number column with more is a measurement (a query log's count), not a segment
+
+
+def headline_of(document: Mapping[str, Any], measures: Sequence[str]) -> str:
+    """The report's headline: the condensed-list nDCG@10 for click-derived or pooled judgements (they
+    cannot see what other systems find), else nDCG@10, else the first metric computed."""
+    preferred = [CONDENSED_HEADLINE] if document.get("coverage", {}).get("origin") else []
+    return next((m for m in (*preferred, HEADLINE) if m in measures), measures[0])
 
 
 def significance_options(**options: Any) -> dict[str, Any]:
@@ -104,7 +112,7 @@ def analyse(
     measures = [m for m in document["measures"] if m in set(per_query["metric"])]
     if not measures:
         raise InputError("the per-query table holds none of the metrics listed in metrics.json")
-    headline = HEADLINE if HEADLINE in measures else measures[0]
+    headline = headline_of(document, measures)
     measures = [headline] + [m for m in measures if m != headline]
     if comparisons is None:
         comparisons = significance_table(per_query, measures, baseline, **options)

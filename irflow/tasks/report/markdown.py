@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from irflow.tasks.ingest.qrels import describe_missing_documents
+from irflow.tasks.report.calibration import calibration_section
 from irflow.tasks.report.cost import cost_section
 from irflow.tasks.report.data import ReportData
 from irflow.tasks.report.format import cell, format_p, img, md_table, ms, num
@@ -48,7 +49,8 @@ def _header(document: Mapping[str, Any]) -> list[str]:
         f"# Evaluation of {ds['name']} ({ds['split']})",
         "",
         f"{count('documents')} documents, {count('queries')} judged queries, {count('judgements')} judgements; "
-        f"fingerprint `{str(ds['fingerprint'])[:16]}`; depth {document['depth']}.",
+        f"fingerprint `{str(ds['fingerprint'])[:16]}`; depth {document['depth']}"
+        + ("." if document.get("depth_given", True) else " (run files: every hit, as trec_eval reads them)."),
         "",
         *(
             [f"> **Note.** {describe_missing_documents(ds['missing_documents'])} (kept, as trec_eval and BEIR do).", ""]
@@ -65,7 +67,7 @@ def markdown_report(
     with ``data`` (from :func:`analyse`): summary, significance, segments, disagreements,
     consistency, cost and recommendations, linking ``plot_files``."""
     if data is None:
-        return "\n".join(_header(document) + _simple_report(document))
+        return "\n".join(_header(document) + _simple_report(document) + calibration_section(document))
     plot_files = plot_files or {}
     lines = _header(document)
     lines += _systems_section(data)
@@ -73,6 +75,7 @@ def markdown_report(
     for note in data.notes:
         lines += [f"> **Note.** {note}", ""]
     lines += summary_section(document, data, plot_files)
+    lines += calibration_section(document)
     lines += recommendations_section(document, data)
     lines += significance_section(data, plot_files)
     lines += _segments_section(data, plot_files)
@@ -89,17 +92,23 @@ def _systems_section(data: ReportData) -> list[str]:
 
 
 def _external_section(document: Mapping[str, Any], data: ReportData) -> list[str]:
-    """What irflow dropped from rankings made elsewhere (ids the dataset does not know), and why a run
-    file has no latency."""
+    """What irflow dropped from rankings made elsewhere (query ids the dataset does not know), the hits of
+    documents not in the corpus it kept at their rank, and why a run file has no latency."""
     costs = document.get("cost", {})
     lines = []
     for s in data.systems:
         c = costs.get(s, {})
         if c.get("dropped_hits"):
             lines.append(
-                f"- {data.labels[s]}: {c['dropped_hits']:,} hits dropped — {c.get('unknown_queries', 0):,} query ids "
-                f"that are not queries of this split, {c.get('unknown_documents', 0):,} document ids not in the "
-                "corpus (trec_eval would keep an unknown document as not relevant at its rank)."
+                f"- {data.labels[s]}: {c['dropped_hits']:,} hits dropped, of {c.get('unknown_queries', 0):,} query ids "
+                "that are not queries of this split."
+            )
+        if c.get("unknown_documents"):
+            n = c["unknown_documents"]
+            lines.append(
+                f"- {data.labels[s]}: {c.get('unknown_document_hits', 0):,} hits of {n:,} document{'s' * (n != 1)} "
+                "not in the corpus, kept at their rank as trec_eval keeps them (relevant only where the qrels "
+                "judge them)."
             )
         if c.get("queries_without_hits"):
             lines.append(

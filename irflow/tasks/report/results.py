@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from irflow.tasks.core.runs import read_trec
@@ -51,9 +52,42 @@ def load_results(run_dir: str | Path) -> StoredResults:
         per_query = pd.read_parquet(run_dir / "per_query.parquet")
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read results: {exc}", path=str(run_dir)) from None
-    per_query = per_query.astype({"system": "str", "query_id": "str", "metric": "str", "value": "float64"})
+    per_query = _checked_per_query(per_query, run_dir / "per_query.parquet")
     runs = {s: read_trec(run_dir / "runs" / f"{as_spec(s).slug}.trec") for s in dict.fromkeys(per_query["system"])}
     return StoredResults(document, per_query, runs)
+
+
+PER_QUERY_COLUMNS = {"system": "str", "query_id": "str", "metric": "str", "value": "float64"}
+
+
+def _checked_per_query(table: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """``per_query.parquet`` with its columns typed; InputError naming the file, the column and the first
+    query whose value is missing, NaN or infinite (a report of means over NaN would be silently wrong)."""
+    missing = [c for c in PER_QUERY_COLUMNS if c not in table.columns]
+    if missing:
+        raise InputError(
+            f"missing column(s) {', '.join(missing)}; expected {', '.join(PER_QUERY_COLUMNS)}", path=str(path)
+        )
+    for column in ("system", "query_id", "metric"):
+        if table[column].isna().any():
+            raise InputError(
+                f"column {column!r} is empty in row {int(table[column].isna().to_numpy().argmax()) + 1:,}; "
+                "expected a value in every row",
+                path=str(path),
+            )
+    try:
+        table = table.astype(PER_QUERY_COLUMNS)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"column 'value' is not numeric ({exc})", path=str(path)) from None
+    bad = ~np.isfinite(table["value"].to_numpy())
+    if bad.any():
+        row = table[bad].iloc[0]
+        raise InputError(
+            f"column 'value' holds {row['value']} for query {row['query_id']!r} (system {row['system']!r}, metric "
+            f"{row['metric']!r}) and {int(bad.sum()) - 1:,} more; expected finite per-query values",
+            path=str(path),
+        )
+    return table
 
 
 def check_same_dataset(documents: Sequence[Mapping[str, Any]]) -> None:

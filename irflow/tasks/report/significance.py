@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from irflow.tasks.compare.family import families
+from irflow.tasks.report.coverage import COVERAGE_MEASURE, coverage_notes, shown_coverage
 from irflow.tasks.report.data import ReportData
 from irflow.tasks.report.format import format_p, img, mark, md_table, ms, num, signed
 
@@ -41,17 +42,20 @@ def summary_section(document: Mapping[str, Any], data: ReportData, plot_files: M
     h, cmp_ = data.headline, data.comparisons.set_index(["metric", "candidate"])
     means = document["systems"]
     costs = document.get("cost", {})
+    judged = shown_coverage(document)
     rows = []
     for s in data.systems:
         cost = ms(costs.get(s, {}), "p95_ms")
+        beside = [f"{judged.get(s, float('nan')):.0%}"] if judged is not None else []
         if s == data.baseline:
-            rows.append([f"{data.labels[s]} (baseline)", num(means[s][h]), "-", "-", "-", "", "-", cost])
+            rows.append([f"{data.labels[s]} (baseline)", num(means[s][h]), *beside, "-", "-", "-", "", "-", cost])
             continue
         r = cmp_.loc[(h, s)]
         rows.append(
             [
                 data.labels[s],
                 num(means[s][h]),
+                *beside,
                 signed(r.delta),
                 f"[{signed(r.ci_low)}, {signed(r.ci_high)}]",
                 format_p(r.p_adjusted),
@@ -60,8 +64,11 @@ def summary_section(document: Mapping[str, Any], data: ReportData, plot_files: M
                 cost,
             ]
         )
-    headers = ["system", h, "Δ vs baseline", f"{data.ci_label} of Δ", "p (adj.)", "sig", "W/T/L", "P95 latency ms"]
-    lines = ["## Summary", "", _family_note(data), "", *md_table(headers, rows, "lrrlrclr"), ""]
+    headers = ["system", h, *([COVERAGE_MEASURE] if judged is not None else []), "Δ vs baseline"]
+    headers += [f"{data.ci_label} of Δ", "p (adj.)", "sig", "W/T/L", "P95 latency ms"]
+    align = "lr" + ("r" if judged is not None else "") + "rlrclr"
+    lines = ["## Summary", "", _family_note(data), "", *md_table(headers, rows, align), ""]
+    lines += coverage_notes(document, data.labels)
     grid = []
     for m in data.measures:
         cells = [m]

@@ -21,7 +21,7 @@ the report, and its plots), ``report_markdown`` (report.md) and ``recommendation
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,8 +30,9 @@ import pandas as pd
 
 from irflow.tasks.core.atomic import atomic_open, atomic_path, write_json
 from irflow.tasks.core.config import irflow_version
-from irflow.tasks.core.runs import write_trec
+from irflow.tasks.core.runs import DEFAULT_DEPTH, write_trec
 from irflow.tasks.core.schema import Dataset, InputError, IrflowError
+from irflow.tasks.report.coverage import coverage_block
 from irflow.tasks.report.data import (
     ReportData,
     analyse,
@@ -76,19 +77,22 @@ def metrics_document(
     dataset: Dataset,
     evaluations: list[SystemEvaluation],
     measures: list[str],
-    depth: int,
+    depth: int | None,
     baseline: str | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """The content of metrics.json: ``{"dataset": {...}, "systems": {SPEC: {METRIC: value}}, "baseline": SPEC, ...}``.
 
-    The baseline defaults to the first system; ``significance`` records the test options
-    (``options`` over :data:`SIGNIFICANCE`), so a rebuilt report repeats the same tests.
+    ``depth`` None: each system's default (``DEFAULT_DEPTH``; a run file whole), recorded as
+    ``depth: DEFAULT_DEPTH, depth_given: false``. The baseline defaults to the first system;
+    ``significance`` records the test options (``options`` over :data:`SIGNIFICANCE`), so a rebuilt report
+    repeats the same tests.
     """
     systems = [e.system for e in evaluations]
     baseline = str(as_spec(baseline)) if baseline is not None else (systems[0] if systems else None)
     if baseline is not None and baseline not in systems:
         raise InputError(f"baseline {baseline!r} is not one of the evaluated systems: {', '.join(systems)}")
+    coverage = coverage_block({e.system: e.run for e in evaluations}, dataset.qrels, dataset.manifest.get("source"))
     return {
         "dataset": dataset_summary(dataset),
         "systems": {e.system: {m: e.means[m] for m in measures} for e in evaluations},
@@ -96,8 +100,10 @@ def metrics_document(
         "significance": significance_options(**options),
         "cost": {e.system: e.cost for e in evaluations},
         "measures": measures,
-        "depth": depth,
+        "depth": DEFAULT_DEPTH if depth is None else depth,
+        "depth_given": depth is not None,
         "irflow_version": irflow_version(),
+        **({"coverage": coverage} if evaluations else {}),
     }
 
 
@@ -155,20 +161,24 @@ def write_outputs(
     dataset: Dataset,
     evaluations: list[SystemEvaluation],
     measures: list[str],
-    depth: int,
+    depth: int | None,
     *,
     baseline: str | None = None,
     comparisons: pd.DataFrame | None = None,
+    calibration: Mapping[str, Any] | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Write every result file into ``output``; returns the metrics document.
+
+    ``calibration`` (from :func:`~irflow.tasks.report.calibration.calibration_block`: the judge-only
+    means corrected by human labels) goes into metrics.json as ``calibrated`` and ``calibration``.
 
     ``options`` are the significance tests' (permutations, bootstrap, seed, alpha, correction), recorded
     in metrics.json; ``comparisons`` (from :func:`significance_table`, with the same options) is
     computed here when not given.
     """
     output = Path(output)
-    document = metrics_document(dataset, evaluations, measures, depth, baseline, **options)
+    document = {**metrics_document(dataset, evaluations, measures, depth, baseline, **options), **(calibration or {})}
     for e in evaluations:
         write_trec(e.run, output / "runs" / f"{as_spec(e.system).slug}.trec", tag=e.system)
     table = per_query_table(evaluations)

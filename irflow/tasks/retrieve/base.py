@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 
 import pandas as pd
 
-from irflow.tasks.core.runs import drop_identical_ids
+from irflow.tasks.core.runs import DEFAULT_DEPTH, drop_identical_ids
 from irflow.tasks.core.schema import Dataset, RetrievalInfo
 from irflow.tasks.retrieve import latency
 from irflow.tasks.systems import SystemSpec
@@ -41,6 +41,10 @@ class Searcher(Generic[S]):
 
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
         raise NotImplementedError
+
+    def default_depth(self) -> int:
+        """The depth when none is given: ``DEFAULT_DEPTH`` hits per query (a run file: all of them)."""
+        return DEFAULT_DEPTH
 
     def query(self, query_id: str, text: str, depth: int) -> Any:
         """One query's answer in the system's own form: what the latency stage times. By default the whole

@@ -37,8 +37,10 @@ def fresh_costs(
     """``cost`` with timings of cached stages removed and ``cached`` listing those stages.
 
     * ``index_build_seconds``: the builds of this run only; absent when every index was loaded from a cache.
-    * ``documents_per_second``: of the corpus encodings this run did (embed-stage records ``encodes``);
-      absent when every encoding was read from the cache.
+    * ``documents_per_second``: of the corpus encodings this run did (embed-stage records ``encodes``),
+      timed from the first encoded batch; absent when every encoding was read from the cache.
+    * ``load_seconds``: what those encodings spent loading their model first (import, weights, graph);
+      absent when no model was loaded (every text cached).
     * ``cached``: e.g. ``["index", "embeddings"]``, ``"index (1 of 2)"`` when only part was; absent when nothing was.
     """
     out = dict(cost)
@@ -59,6 +61,11 @@ def fresh_costs(
             for e in encodes
             if not e.get("cached") and e.get("encoded") and e.get("seconds")
         ]
+        loads = [float(e["load_seconds"]) for e in encodes if not e.get("cached") and e.get("load_seconds")]
+        if loads:
+            out["load_seconds"] = sum(loads)
+        else:
+            out.pop("load_seconds", None)
         if rates:
             out["documents_per_second"] = min(rates)
             if len(rates) < len(encodes):

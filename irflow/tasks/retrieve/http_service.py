@@ -22,11 +22,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.core.http_client import Call, KeepAliveClient, RetryPolicy, keep_alive_usable, redact
+from irflow.tasks.core.http_client import Call, KeepAliveClient, RetryPolicy, keep_alive_usable
+from irflow.tasks.core.redact import redact, remember
 from irflow.tasks.core.runs import order_run
 from irflow.tasks.core.schema import Dataset, InputError, IrflowError
 from irflow.tasks.retrieve.base import Searcher
-from irflow.tasks.retrieve.ranking import add_counts, against_dataset, number
+from irflow.tasks.retrieve.ranking import add_counts, against_dataset, number, top_hits
 from irflow.tasks.systems.external import HttpSpec
 from irflow.tasks.systems.http_options import HttpOptions, dense_spec, fill, resolve
 
@@ -62,6 +63,7 @@ class HttpSearcher(Searcher[HttpSpec]):
             if not token:
                 raise InputError(f"{self.who}: the environment variable {self.options.auth_env} (auth_env) is not set")
             self._secrets.append(token)
+            remember(token)
             scheme = self.options.auth_scheme
             headers[self.options.auth_header] = f"{scheme} {token}" if scheme else token
         self.client: Any
@@ -119,11 +121,13 @@ class HttpSearcher(Searcher[HttpSpec]):
         return [np.asarray(v, dtype=np.float32).tolist() for v in vectors]
 
     def _query(self, text: str, k: int, vector: list[float] | None = None) -> tuple[list[str], list[float]]:
-        """One round trip: the answer's hits as ``(doc ids, scores)`` in the service's order (distances
-        negated, so higher is better everywhere after this)."""
+        """One round trip: the answer's ``k`` best hits as ``(doc ids, scores)`` in the service's order
+        (distances negated, so higher is better everywhere after this)."""
         body = fill(self.options.template, text, k, vector)
         docs, scores = self._hits(self.call.post(self.client, body).json)
-        return (docs, [-s for s in scores]) if self.options.distance else (docs, scores)
+        if self.options.distance:
+            scores = [-s for s in scores]
+        return top_hits(docs, scores, k)  # a service that sends more than asked: only k are kept
 
     def _hits(self, answer: Any) -> tuple[list[str], list[float]]:
         """The ids and scores of an answer's hits. The common shape (objects down both paths, string or
@@ -179,6 +183,11 @@ class HttpSearcher(Searcher[HttpSpec]):
                 answers = list(pool.map(lambda t, v: self._query(t, depth, v), texts, vectors))
         _check_score_direction(answers, self.who, distance=self.options.distance)
         counts = np.fromiter((len(docs) for docs, _ in answers), dtype=np.int64, count=len(answers))
+        if not counts.any():  # as an empty run file is: metrics of 0 would read as a (bad) result
+            raise ServiceError(
+                f"{self.who}: the service answered no hit for any of the {len(answers):,} queries; expected hits "
+                "for some (check the URL path, the hits= path and that the service's index holds this corpus)"
+            )
         run = pd.DataFrame(
             {
                 "query_id": pd.Series(np.repeat(np.asarray(qids, dtype=object), counts), dtype="str"),
@@ -197,24 +206,25 @@ class HttpSearcher(Searcher[HttpSpec]):
 
     def _single(self, qid: str, docs: list[str], scores: list[float]) -> pd.DataFrame:
         """One query's run table without pandas' per-call overheads (the latency path): the same rules as
-        a batch (first hit of a repeated document, unknown documents dropped and counted, ``order_run``'s
-        order: score descending, ties by doc id descending)."""
+        a batch (first hit of a repeated document, documents not in the corpus counted and kept at their
+        rank, ``order_run``'s order: score descending, ties by doc id descending)."""
         if self._corpus_ids is None:
             self._corpus_ids = frozenset(self.dataset.corpus["doc_id"].astype(str))
         seen: dict[str, float] = {}
         for doc, score in zip(docs, scores):
             seen.setdefault(doc, score)
-        known = [(d, s) for d, s in seen.items() if d in self._corpus_ids]
-        if len(known) < len(seen):
-            add_counts(self.info, {"unknown_documents": len(seen) - len(known), "dropped_hits": len(seen) - len(known)})
-        known.sort(key=lambda h: h[0], reverse=True)
-        known.sort(key=lambda h: h[1], reverse=True)  # stable: ties keep doc id descending
+        hits = list(seen.items())
+        unknown = sum(d not in self._corpus_ids for d in seen)
+        if unknown:
+            add_counts(self.info, {"unknown_documents": unknown, "unknown_document_hits": unknown})
+        hits.sort(key=lambda h: h[0], reverse=True)
+        hits.sort(key=lambda h: h[1], reverse=True)  # stable: ties keep doc id descending
         return pd.DataFrame(
             {
-                "query_id": pd.Series([qid] * len(known), dtype="str"),
-                "doc_id": pd.Series([d for d, _ in known], dtype="str"),
-                "score": np.fromiter((s for _, s in known), dtype=np.float64, count=len(known)),
-                "rank": np.arange(1, len(known) + 1, dtype=np.int64),
+                "query_id": pd.Series([qid] * len(hits), dtype="str"),
+                "doc_id": pd.Series([d for d, _ in hits], dtype="str"),
+                "score": np.fromiter((s for _, s in hits), dtype=np.float64, count=len(hits)),
+                "rank": np.arange(1, len(hits) + 1, dtype=np.int64),
             }
         )
 

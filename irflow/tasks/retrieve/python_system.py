@@ -11,8 +11,10 @@ The protocol (duck-typed; nothing to inherit)::
 
 A hit is ``(doc_id, score)``, ``{"doc_id" (or "id"): ..., "score": ...}`` or a bare doc id (its
 position is its score). ``search`` may also return a mapping ``query_id -> hits``. Higher scores
-rank first; ties are broken as everywhere in irflow (doc id descending), and hits beyond ``k`` are
-cut. Option values that read as numbers or ``true``/``false``/``null`` are passed as such.
+rank first; ties are broken as everywhere in irflow (doc id descending), and only the ``k`` best hits of
+a list are kept (it is read one hit at a time, so a long list or a generator costs memory for ``k``). A
+document not in the corpus keeps its rank (not relevant unless the qrels judge it), as in trec_eval.
+Option values that read as numbers or ``true``/``false``/``null`` are passed as such.
 
 Latency is measured around ``search`` called with one query at a time; ``index`` is timed as the
 system's index build. A prepared retriever is kept for the next stage of the same evaluation (the
@@ -137,7 +139,7 @@ class PluginSearcher(Searcher[PluginSpec]):
         qids = queries["query_id"].astype(str).tolist()
         items = [{"query_id": q, "text": t} for q, t in zip(qids, queries["text"].fillna("").astype(str))]
         answers = self._call(self.retriever.search, "search", items, depth)
-        run = ranked_lists(answers, qids, str(self.spec))
+        run = ranked_lists(answers, qids, str(self.spec), depth)
         batch = queries is self.dataset.queries
         where = f"system {str(self.spec)!r}"
         kept, counts = against_dataset(self.dataset, run, where, all_queries=batch, overlap=batch)

@@ -1,16 +1,17 @@
 """Rankings that come from outside (a file, a Python retriever, a service), checked against the dataset.
 
 Every external system goes through :func:`against_dataset`: hits of query ids that are not queries of
-the evaluated split and of document ids that are not in the corpus are counted and dropped, as
-irflow drops judgements of unknown queries, and a ranking that shares no query or no document
-with the dataset is an error (it was made for another dataset). Dropping an unknown document lets
-the hits below it move up: trec_eval, which has no corpus, would count it as not relevant at its
-rank instead. The counts go into the system's info (``unknown_queries`` …), and from there into
-metrics.json's cost block, MLflow and the report.
+the evaluated split are counted and dropped, as irflow drops judgements of unknown queries; hits of
+document ids that are not in the corpus are counted and kept at their rank, as trec_eval (which has no
+corpus) keeps them: not relevant, or relevant where the qrels judge them. A ranking that shares no query
+or no document with the dataset is an error (it was made for another dataset). The counts go into the
+system's info (``unknown_queries`` …), and from there into metrics.json's cost block, MLflow and the
+report.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -20,7 +21,7 @@ import pandas as pd
 from irflow.tasks.core.runs import has_duplicates
 from irflow.tasks.core.schema import Dataset, InputError
 
-COUNTS = ("unknown_queries", "unknown_documents", "dropped_hits", "queries_without_hits")
+COUNTS = ("unknown_queries", "unknown_documents", "unknown_document_hits", "dropped_hits", "queries_without_hits")
 
 
 def _known(values: pd.Series, ids: pd.Series) -> np.ndarray:
@@ -34,7 +35,8 @@ def _known(values: pd.Series, ids: pd.Series) -> np.ndarray:
 def against_dataset(
     dataset: Dataset, run: pd.DataFrame, where: str, *, all_queries: bool = True, overlap: bool = True
 ) -> tuple[pd.DataFrame, dict[str, int]]:
-    """``run`` (query_id, doc_id, score) without hits of unknown queries and documents, and the counts.
+    """``run`` (query_id, doc_id, score) without hits of unknown queries, and the counts (hits of documents
+    not in the corpus are kept and counted).
 
     ``all_queries``: the run answers every query of the dataset, so dataset queries it lacks are
     counted as ``queries_without_hits`` (they score 0, as in ``trec_eval -c``). ``overlap``: no known
@@ -59,14 +61,15 @@ def against_dataset(
             f"{dataset.corpus['doc_id'].iloc[0]!r}: a run for another dataset?",
             path=where,
         )
-    keep = known_query & known_doc
+    unknown_doc = known_query & ~known_doc
     counts = {
         "unknown_queries": int(run["query_id"][~known_query].nunique()),
-        "unknown_documents": int(run["doc_id"][known_query & ~known_doc].nunique()),
-        "dropped_hits": int((~keep).sum()),
+        "unknown_documents": int(run["doc_id"][unknown_doc].nunique()),
+        "unknown_document_hits": int(unknown_doc.sum()),
+        "dropped_hits": int((~known_query).sum()),
         "queries_without_hits": 0,
     }
-    kept = run[keep] if not keep.all() else run
+    kept = run[known_query] if not known_query.all() else run
     if all_queries:
         counts["queries_without_hits"] = int((~_known(queries, kept["query_id"])).sum())
     return kept, counts
@@ -78,10 +81,27 @@ def add_counts(info: dict[str, Any], counts: Mapping[str, int]) -> None:
         info[key] = int(info.get(key, 0)) + int(value)
 
 
-def ranked_lists(answers: Sequence[Any] | Mapping[str, Any], query_ids: Sequence[str], system: str) -> pd.DataFrame:
+def top_hits(docs: list[str], scores: list[float], depth: int) -> tuple[list[str], list[float]]:
+    """The first hit of each document, cut to the ``depth`` best in trec_eval's order (score descending,
+    ties by doc id descending), in the answer's own order: what a service asked for ``depth`` hits keeps."""
+    if len(docs) <= depth:
+        return docs, scores
+    first: dict[str, int] = {}
+    for i, doc in enumerate(docs):
+        first.setdefault(doc, i)
+    keep = sorted(heapq.nlargest(depth, first.values(), key=lambda i: (scores[i], docs[i])))
+    return [docs[i] for i in keep], [scores[i] for i in keep]
+
+
+def ranked_lists(
+    answers: Sequence[Any] | Mapping[str, Any], query_ids: Sequence[str], system: str, depth: int | None = None
+) -> pd.DataFrame:
     """One run table from ranked lists, one per query: each hit a ``(doc_id, score)`` pair, a mapping
     with ``doc_id`` (or ``id``) and ``score``, or a bare doc id (scored by its position). ``answers``
-    is a sequence in the order of ``query_ids`` or a mapping query id -> list. Errors name ``system``."""
+    is a sequence in the order of ``query_ids`` or a mapping query id -> list. Errors name ``system``.
+
+    With ``depth``, each list is read one hit at a time and only its ``depth`` best hits (trec_eval's
+    order) are kept, so a list (or generator) of any length costs memory for ``depth`` hits."""
     if isinstance(answers, Mapping):
         extra = sorted(set(map(str, answers)) - set(query_ids))
         if extra:
@@ -102,11 +122,18 @@ def ranked_lists(answers: Sequence[Any] | Mapping[str, Any], query_ids: Sequence
     docs: list[str] = []
     scores: list[float] = []
     for qid, hits in zip(query_ids, lists):
+        best: list[tuple[float, str]] = []  # a min-heap of the ``depth`` best (score, doc id) so far
         for position, hit in enumerate(_iterable(hits, system, qid)):
             doc, score = _hit(hit, position, system, qid)
-            qids.append(qid)
-            docs.append(doc)
-            scores.append(score)
+            if depth is None:
+                best.append((score, doc))
+            elif len(best) < depth:
+                heapq.heappush(best, (score, doc))
+            elif (score, doc) > best[0]:
+                heapq.heapreplace(best, (score, doc))
+        qids.extend([qid] * len(best))
+        docs.extend(doc for _, doc in best)
+        scores.extend(score for score, _ in best)
     run = pd.DataFrame(
         {
             "query_id": pd.Series(qids, dtype="str"),

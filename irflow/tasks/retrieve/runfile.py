@@ -6,29 +6,51 @@ ranx / ir_measures JSON (``{"qid": {"docid": score}}``) or a Parquet table (``qu
 score, ties by doc id descending (``order_run``). The system's identity is the file's sha256, so
 the spec names it (``run(sha256=...):/abs/path``) and a file changed since fails instead of being
 evaluated under an old name.
+
+A run is evaluated as trec_eval reads it: whole unless a depth is given (``default_depth``), documents
+missing from the corpus kept at their rank (``ranking.against_dataset``). Only a regular file is read,
+a MiB at a time, within ``run_limits`` (content bytes, gzip expansion, TREC line length, hits per query).
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import math
 import os
+import stat
 import time
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.core.runs import has_duplicates, order_run, parse_trec
+from irflow.tasks.core.runs import TREC_FIELDS, has_duplicates, order_run, parse_trec
 from irflow.tasks.core.schema import Dataset, InputError
+from irflow.tasks.ingest.beir import DEFAULT_MAX_EXTRACT_RATIO, RATIO_FLOOR_BYTES, env_number
 from irflow.tasks.retrieve.base import Searcher
 from irflow.tasks.retrieve.ranking import against_dataset
 from irflow.tasks.systems.external import RunSpec
+
+DEFAULT_MAX_RUN_BYTES = 4 << 30  # content of one run file, after gzip
+DEFAULT_MAX_RUN_LINE = 1 << 20  # bytes of one line of a TREC run
+DEFAULT_MAX_RUN_HITS = 100_000  # hits of one query
+_CHUNK = 1 << 20
+_GZIP = 16 + zlib.MAX_WBITS  # zlib reads the gzip header and trailer
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """How much of a run file is read: content bytes, bytes per line, hits per query, gzip expansion ratio."""
+
+    bytes: int
+    line: int
+    hits: int
+    ratio: float
 
 
 @dataclass(frozen=True)
@@ -41,20 +63,26 @@ class RunFile:
     compressed: bool
 
 
-def read_run(path: str | os.PathLike[str]) -> RunFile:
-    """Read a run file in any supported format; bad content raises InputError naming file, line or field."""
+def run_limits() -> RunLimits:
+    """The reading limits, from ``IRFLOW_MAX_RUN_BYTES``, ``IRFLOW_MAX_RUN_LINE``, ``IRFLOW_MAX_RUN_HITS``
+    and (for a gzip file) the archives' ``IRFLOW_MAX_EXTRACT_RATIO``."""
+    return RunLimits(
+        int(env_number("IRFLOW_MAX_RUN_BYTES", DEFAULT_MAX_RUN_BYTES)),
+        int(env_number("IRFLOW_MAX_RUN_LINE", DEFAULT_MAX_RUN_LINE)),
+        int(env_number("IRFLOW_MAX_RUN_HITS", DEFAULT_MAX_RUN_HITS)),
+        env_number("IRFLOW_MAX_EXTRACT_RATIO", DEFAULT_MAX_EXTRACT_RATIO),
+    )
+
+
+def read_run(path: str | os.PathLike[str], limits: RunLimits | None = None) -> RunFile:
+    """Read a run file in any supported format; bad content raises InputError naming file, line or field.
+
+    Only a regular file is read, in bounded steps: no more than ``limits`` allow is decompressed or
+    kept, so a gzip bomb, ``/dev/zero`` or a FIFO fails at once with the limit named.
+    """
     where = os.fspath(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read run file: {exc.strerror}", path=where) from None
-    digest = hashlib.sha256(data).hexdigest()
-    compressed = data[:2] == b"\x1f\x8b"
-    if compressed:
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise InputError(f"damaged gzip data: {exc}", path=where) from None
+    limits = limits or run_limits()
+    data, digest, compressed = _read_bounded(where, limits)
     if data[:4] == b"PAR1":
         fmt, run = "parquet", _parquet(data, where)
     elif data.lstrip()[:1] == b"{":
@@ -63,7 +91,133 @@ def read_run(path: str | os.PathLike[str]) -> RunFile:
         fmt, run = "trec", parse_trec(data, where).drop(columns="rank")
     if run.empty:
         raise InputError(f"the run file holds no hits ({fmt})", path=where)
+    _check_hits(run, data, fmt, where, limits.hits)
     return RunFile(run, fmt, digest, compressed)
+
+
+def _read_bounded(where: str, limits: RunLimits) -> tuple[bytes, str, bool]:
+    """The file's content (gzip decompressed), its sha256 and whether it was compressed, read a MiB at a time.
+
+    Fails past ``limits.bytes`` of content, past ``limits.ratio`` times the compressed bytes read so far
+    once past 64 MiB (a gzip bomb), and on a line longer than ``limits.line`` in a TREC run (JSON may be one line).
+    """
+    try:
+        fd = os.open(where, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open
+    except OSError as exc:
+        raise InputError(f"cannot read run file: {exc.strerror}", path=where) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise InputError("not a regular file (a directory, device or FIFO): expected a run file", path=where)
+    with os.fdopen(fd, "rb") as fh:
+        head = fh.read(_CHUNK)
+        compressed = head[:2] == b"\x1f\x8b"
+        if info.st_size > limits.bytes and not compressed:
+            raise InputError(
+                f"the run file has {info.st_size:,} bytes, more than {limits.bytes:,} (IRFLOW_MAX_RUN_BYTES)",
+                path=where,
+            )
+        digest = hashlib.sha256()
+        parts: list[bytes] = []
+        total, lines, line, fmt = 0, 1, 0, ""
+        for piece, read in _pieces(fh, head, digest, where, compressed):
+            if not fmt and piece.lstrip():  # what comes before is whitespace
+                start = piece.lstrip()
+                fmt = "parquet" if start[:4] == b"PAR1" and not total else "json" if start[:1] == b"{" else "trec"
+            total += len(piece)
+            if total > limits.bytes:
+                raise InputError(f"the run's content passes {limits.bytes:,} bytes (IRFLOW_MAX_RUN_BYTES)", path=where)
+            if compressed and total > RATIO_FLOOR_BYTES and total > limits.ratio * read:
+                raise InputError(
+                    f"the gzip run expands {total / read:,.0f} times, more than {limits.ratio:g} (a gzip bomb? "
+                    f"IRFLOW_MAX_EXTRACT_RATIO; {total:,} bytes from {read:,})",
+                    path=where,
+                )
+            if fmt in ("", "trec"):
+                lines, line = _line_lengths(piece, lines, line, limits.line, where)
+            parts.append(piece)
+    return b"".join(parts), digest.hexdigest(), compressed
+
+
+def _pieces(fh: Any, raw: bytes, digest: Any, where: str, compressed: bool) -> Iterator[tuple[bytes, int]]:
+    """The file's content in pieces of at most a MiB (each gzip member in turn), with the bytes of the file
+    read to make it; hashes the stored bytes."""
+    inflate = zlib.decompressobj(_GZIP) if compressed else None
+    pending = False  # a gzip member has started and not ended
+    read = 0
+    try:
+        while raw:
+            digest.update(raw)
+            read += len(raw)
+            if inflate is None:
+                yield raw, read
+                raw = b""
+            while raw and inflate is not None:
+                pending = True
+                piece = inflate.decompress(raw, _CHUNK)
+                raw = inflate.unconsumed_tail
+                yield piece, read - len(raw)
+                if inflate.eof:  # the next member (gzip allows several) starts in what is left
+                    raw, inflate, pending = inflate.unused_data, zlib.decompressobj(_GZIP), False
+            raw = fh.read(_CHUNK)
+        if inflate is not None:
+            yield inflate.flush(), read
+    except zlib.error as exc:
+        raise InputError(f"damaged gzip data: {exc}", path=where) from None
+    if pending and inflate is not None and not inflate.eof:
+        raise InputError("damaged gzip data: the file ends inside its compressed stream", path=where)
+
+
+def _line_lengths(piece: bytes, lines: int, line: int, limit: int, where: str) -> tuple[int, int]:
+    """``(number of the open line, its length so far)`` after ``piece``; a line past ``limit`` bytes fails."""
+    newlines = piece.count(b"\n")
+    if not newlines:
+        return lines, _short(line + len(piece), lines, limit, where)
+    _short(line + piece.find(b"\n"), lines, limit, where)
+    if len(piece) > limit:  # a whole line inside the piece can be too long only then
+        for i, segment in enumerate(piece.split(b"\n")[1:-1], 1):
+            _short(len(segment), lines + i, limit, where)
+    return lines + newlines, _short(len(piece) - piece.rfind(b"\n") - 1, lines + newlines, limit, where)
+
+
+def _short(length: int, lineno: int, limit: int, where: str) -> int:
+    if length > limit:
+        raise InputError(
+            f"a line longer than {limit:,} bytes (IRFLOW_MAX_RUN_LINE): expected TREC lines '{TREC_FIELDS}'",
+            path=where,
+            line=lineno,
+        )
+    return length
+
+
+def _check_hits(run: pd.DataFrame, data: bytes, fmt: str, where: str, limit: int) -> None:
+    """A query with more than ``limit`` hits fails, naming it and where its hit ``limit + 1`` is."""
+    counts = run["query_id"].value_counts(sort=False)
+    if counts.empty or int(counts.max()) <= limit:
+        return
+    qid = next(str(q) for q, n in counts.items() if n > limit)
+    row = int(np.flatnonzero(run["query_id"].to_numpy() == qid)[limit])
+    problem = f"query {qid!r} has more than {limit:,} hits (IRFLOW_MAX_RUN_HITS)"
+    if fmt == "trec":
+        raise InputError(problem, path=where, line=_line_of_row(data, row))
+    if fmt == "json":
+        raise InputError(f'field ["{qid}"]: {problem}', path=where)
+    raise InputError(f"row {row + 1}: {problem}", path=where)
+
+
+def _line_of_row(data: bytes, row: int) -> int:
+    """The 1-based line of hit ``row`` (0-based) of a TREC run, whose blank lines hold no hit."""
+    seen, start, lineno = -1, 0, 0
+    while start <= len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        lineno += 1
+        if data[start:end].strip():
+            seen += 1
+            if seen == row:
+                return lineno
+        start = end + 1
+    return lineno
 
 
 def _json(data: bytes, where: str) -> pd.DataFrame:
@@ -198,7 +352,8 @@ def _parquet(data: bytes, where: str) -> pd.DataFrame:
 
 
 class RunFileSearcher(Searcher[RunSpec]):
-    """The file's hits for the queries asked, cut to the depth; read and checked once."""
+    """The file's hits for the queries asked, cut to the depth (by default none: trec_eval reads every line);
+    read and checked once."""
 
     def __init__(self, dataset: Dataset, spec: RunSpec) -> None:
         super().__init__(dataset, spec)
@@ -221,6 +376,9 @@ class RunFileSearcher(Searcher[RunSpec]):
             run_load_seconds=time.perf_counter() - start,
             **counts,
         )
+
+    def default_depth(self) -> int:
+        return int(self.info["run_depth"])
 
     def _search(self, queries: pd.DataFrame, depth: int) -> pd.DataFrame:
         run = self.run[self.run["rank"] <= depth]

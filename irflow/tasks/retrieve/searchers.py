@@ -95,12 +95,16 @@ class LatencyReport:
     load_after: float | None = None
 
 
-def retrieve(dataset: Dataset, system: str | SystemSpec, depth: int = DEFAULT_DEPTH) -> RunResult:
-    """Run ``system`` for every query of ``dataset``: at most ``depth`` hits per query, trec_eval order."""
-    depth = validate_depth(depth)
+def retrieve(dataset: Dataset, system: str | SystemSpec, depth: int | None = None) -> RunResult:
+    """Run ``system`` for every query of ``dataset``: at most ``depth`` hits per query, trec_eval order.
+
+    Without ``depth``, the system's own default (``Searcher.default_depth``): ``DEFAULT_DEPTH`` hits,
+    and every hit of a run file, as trec_eval reads it."""
+    given = None if depth is None else validate_depth(depth)
     spec = as_spec(system)
     start = time.perf_counter()
     searcher = make_searcher(dataset, spec, online=False)
+    depth = searcher.default_depth() if given is None else given
     prepared = time.perf_counter()
     run = searcher(dataset.queries, depth)
     done = time.perf_counter()
@@ -111,7 +115,7 @@ def measure_latency(
     dataset: Dataset,
     system: str | SystemSpec,
     *,
-    depth: int = DEFAULT_DEPTH,
+    depth: int | None = None,
     warmup: int = 10,
     num_runs: int = 3,
     sample: int | None = 100,
@@ -125,7 +129,7 @@ def measure_latency(
     system (:func:`tasks.retrieve.latency.pinned_threads`). The index is prepared once beforehand; its build
     time (and, for dense, the embed stage's documents/s) is reported alongside.
     """
-    depth = validate_depth(depth)
+    depth = DEFAULT_DEPTH if depth is None else validate_depth(depth)
     if num_runs < 1 or warmup < 0 or (sample is not None and sample < 1) or threads < 1:
         raise ValueError("num_runs must be >= 1, warmup >= 0, threads >= 1 and sample >= 1 (or None)")
     spec = as_spec(system)
@@ -342,7 +346,7 @@ class _Rerank(Searcher[RerankSpec]):
         query_text = pd.Series(
             queries["text"].fillna("").astype(str).to_numpy(), index=queries["query_id"].astype(str).to_numpy()
         )
-        texts = head["doc_id"].map(self.doc_text)
+        texts = head["doc_id"].map(self.doc_text).fillna("")  # a ranked document not in the corpus: no text
         items = [(str(query_text[qid]), group.tolist()) for qid, group in texts.groupby(head["query_id"], sort=False)]
         start = time.perf_counter()
         scores = inference.score_pairs_many(spec.model, items, encoder=spec) if items else []

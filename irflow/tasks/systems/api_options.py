@@ -9,6 +9,7 @@ import math
 from collections.abc import Sequence
 from urllib.parse import urlparse, urlunparse
 
+from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import InputError
 
 PROVIDER = "openai"
@@ -64,7 +65,9 @@ def normalise_options(pairs: Sequence[tuple[str, str]]) -> tuple[tuple[str, str]
 def check_base_url(value: str) -> str:
     parsed = urlparse(value.strip())
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise InputError(f"base_url {value!r}: expected http(s)://host[:port]/path, e.g. http://127.0.0.1:8000/v1")
+        raise InputError(
+            f"base_url {redact(value)!r}: expected http(s)://host[:port]/path, e.g. http://127.0.0.1:8000/v1"
+        )
     if parsed.username or parsed.password:
         raise InputError("base_url must not carry credentials: the key is read from the environment (key_env)")
     return urlunparse(parsed._replace(path=parsed.path.rstrip("/"), query="", fragment=""))

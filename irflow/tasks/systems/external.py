@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -31,9 +32,14 @@ _DIGESTS: dict[tuple[str, int, int, int], str] = {}  # (path, size, mtime_ns, in
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
-    """The sha256 of a file's bytes (remembered per path, size, mtime and inode within a process)."""
+    """The sha256 of a file's bytes (remembered per path, size, mtime and inode within a process); only a
+    regular file is read (``/dev/zero`` would never end, a FIFO would block)."""
     try:
         st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(
+                "not a regular file (a directory, device or FIFO): expected a run file", path=os.fspath(path)
+            )
         key = (os.fspath(path), st.st_size, st.st_mtime_ns, st.st_ino)
         if key not in _DIGESTS:
             with open(path, "rb") as fh:

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import InputError, UnknownNameError
 from irflow.tasks.systems.http_presets import PRESETS, VECTOR_PRESETS, check_preset, preset_defaults, preset_template
 
@@ -235,9 +236,9 @@ def check_url(url: str) -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (raises on a bad port)
     except ValueError as exc:
-        raise _fail(f"bad URL {url!r}: {exc}") from None
+        raise _fail(f"bad URL {redact(url)!r}: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise _fail(f"bad URL {url!r}: expected http[s]://host[:port]/path")
+        raise _fail(f"bad URL {redact(url)!r}: expected http[s]://host[:port]/path")
     if parts.username is not None or parts.password is not None:
         raise _fail(
             "a URL must not carry credentials (they would be tracked with the spec): put the token in an "

@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, ClassVar, Union
 
+from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import InputError, UnknownNameError
 from irflow.tasks.systems.api_options import API_OPTIONS, is_api_model, normalise_options
 from irflow.tasks.systems.grammar import (
@@ -341,7 +342,7 @@ def parse_system(text: str, base: str | os.PathLike[str] | None = None) -> Syste
     try:
         return _parse(text.strip(), base)
     except (InputError, UnknownNameError) as exc:
-        raise type(exc)(f"system spec {text!r}: {exc}") from None
+        raise type(exc)(redact(f"system spec {text!r}: {exc}")) from None  # a URL's password shows as ***
 
 
 def as_spec(system: str | SystemSpec) -> SystemSpec:

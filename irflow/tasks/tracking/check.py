@@ -159,14 +159,14 @@ def _check_server(uri: str, experiment: str, timeout: float) -> None:
     base, user, password = split_credentials(uri)
     shown = redact(uri)
     headers = {"Content-Type": "application/json", "Accept": "application/json", **_auth_headers(user, password)}
-    context = _tls_context() if uri.startswith("https:") else None
+    opener = _opener(_tls_context() if uri.startswith("https:") else None)
 
     def call(endpoint: str, body: Mapping[str, Any] | None = None) -> tuple[int, Any]:
         url = f"{base.rstrip('/')}/api/2.0/mlflow/{endpoint}"
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(url, data=data, headers=headers, method="GET" if data is None else "POST")
         try:
-            with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
+            with opener.open(request, timeout=timeout) as response:
                 status, raw = response.status, response.read(1 << 16)
         except urllib.error.HTTPError as err:
             status, raw = err.code, err.read(1 << 16)
@@ -185,7 +185,7 @@ def _check_server(uri: str, experiment: str, timeout: float) -> None:
         except ValueError:
             document = None
         if not isinstance(document, dict):
-            text = raw[:80].decode("utf-8", "replace").strip()
+            text = redact(raw[:80].decode("utf-8", "replace").strip())  # a body may echo the request's headers
             raise TrackingError(
                 f"{shown} does not answer like an MLflow tracking server "
                 f"(HTTP {status} to {endpoint.split('?')[0]}: {text!r}); check MLFLOW_TRACKING_URI"
@@ -207,12 +207,43 @@ def _check_server(uri: str, experiment: str, timeout: float) -> None:
     elif found.get("error_code") == "RESOURCE_DOES_NOT_EXIST":
         status, answer = call("experiments/create", {"name": experiment})
     else:
-        raise TrackingError(f"{shown} does not answer like an MLflow tracking server (HTTP {status}: {found})")
+        raise TrackingError(redact(f"{shown} does not answer like an MLflow tracking server (HTTP {status}: {found})"))
     if status != 200:
-        raise TrackingError(
-            f"MLflow tracking server {shown} cannot be written (HTTP {status}: "
-            f"{answer.get('message') or answer.get('error_code') or answer})"
-        )
+        problem = redact(str(answer.get("message") or answer.get("error_code") or answer))
+        raise TrackingError(f"MLflow tracking server {shown} cannot be written (HTTP {status}: {problem})")
+
+
+class _KeepCredentialsHome(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect as urllib does, but sends the ``Authorization`` header on only to the same
+    host and port (or from http to https on the same host), as MLflow's own client (requests) does:
+    no credential crosses a redirect to another host."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and not _same_origin(req.full_url, new.full_url):
+            for name in [n for n in new.headers if n.lower() in ("authorization", "proxy-authorization")]:
+                new.remove_header(name)
+        return new
+
+
+def _same_origin(old: str, new: str) -> bool:
+    before, after = urllib.parse.urlsplit(old), urllib.parse.urlsplit(new)
+    if before.hostname != after.hostname:
+        return False
+    if (before.scheme, before.port) == (after.scheme, after.port):
+        return True
+    return (
+        before.scheme == "http" and after.scheme == "https" and before.port in (None, 80) and after.port in (None, 443)
+    )
+
+
+def _opener(context: ssl.SSLContext | None) -> urllib.request.OpenerDirector:
+    handlers: list[urllib.request.BaseHandler] = [_KeepCredentialsHome()]
+    if context is not None:
+        handlers.append(urllib.request.HTTPSHandler(context=context))
+    return urllib.request.build_opener(*handlers)
 
 
 def _auth_headers(user: str | None, password: str | None) -> dict[str, str]:

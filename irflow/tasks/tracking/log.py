@@ -174,7 +174,10 @@ def log_evaluation(
                 tracker.log(
                     child,
                     params={**base, **system_params(system, infos.get(system), label)},
-                    metrics=system_metrics(document["systems"].get(system, {}), cost),
+                    metrics={
+                        **system_metrics(document["systems"].get(system, {}), cost),
+                        **calibrated_metrics(document.get("calibrated", {}).get(system, {})),
+                    },
                     tags={"irflow.latency_error": latency_error},
                 )
                 folder = Path(tmp) / str(len(children))
@@ -204,6 +207,16 @@ def log_evaluation(
                 children[label] = child
         tracker.end(run_id, failed=bool(failed))
     return LoggedEvaluation(run_id, children, tracker.run_url(run_id), view_url(tracker))
+
+
+def calibrated_metrics(blocks: Mapping[str, Any]) -> dict[str, float]:
+    """A system's calibrated means (``irflow run --human``) as MLflow metrics ``calibrated.<metric key>``,
+    with their interval as ``calibrated.<metric key>.low`` and ``.high``."""
+    out: dict[str, float] = {}
+    for metric, block in blocks.items():
+        key = f"calibrated.{metric_key(metric)}"
+        out |= {key: block["estimate"], f"{key}.low": block["ci"][0], f"{key}.high": block["ci"][1]}
+    return out
 
 
 def artifact_links(markdown: str, run_id: str) -> str:

@@ -29,6 +29,7 @@ COST_METRICS = (
     "mean_ms",
     "queries_per_second",
     "documents_per_second",
+    "load_seconds",  # the model's loading before the first encoded batch (absent when nothing was encoded)
     "index_build_seconds",
     "retrieve_seconds",
     "prepare_seconds",
@@ -36,6 +37,7 @@ COST_METRICS = (
     "index_recall_at_100",
     "unknown_queries",  # external systems (run files, Python retrievers, services): dropped ids and hits
     "unknown_documents",
+    "unknown_document_hits",
     "dropped_hits",
     "queries_without_hits",
     "api_calls",  # API embedding models: requests, tokens and USD of the evaluation and of the latency stage

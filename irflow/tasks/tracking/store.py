@@ -6,7 +6,8 @@ artifacts in ``mlruns/artifacts``; there is no silent fallback.
 
 Credentials in a URI (``https://user:secret@host``) are moved into ``MLFLOW_TRACKING_USERNAME`` /
 ``MLFLOW_TRACKING_PASSWORD`` and MLflow is given the URI without them, so no MLflow message, log
-line or stored value can show them; irflow's own messages show :func:`redact`'s form. mlflow is
+line or stored value can show them; irflow's own messages show them redacted (user:secret@host -> user:***@host, by
+:func:`irflow.tasks.core.redact.redact`). mlflow is
 imported inside functions (``import mlflow`` costs seconds).
 """
 
@@ -25,6 +26,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from irflow.tasks.core.atomic import file_lock
+from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import IrflowError
 from irflow.tasks.core.stop import at_forced_exit, stop_requested
 from irflow.tasks.tracking.params import mlflow_key
@@ -55,14 +58,6 @@ def _netloc(parts: urllib.parse.SplitResult, userinfo: str = "") -> str:
     host = parts.hostname or ""
     host = f"[{host}]" if ":" in host else host
     return userinfo + host + (f":{parts.port}" if parts.port else "")
-
-
-def redact(uri: str) -> str:
-    """The URI without a password (user:secret@host -> user:***@host): safe for logs and messages."""
-    parts = urllib.parse.urlsplit(uri)
-    if parts.password is None:
-        return uri
-    return urllib.parse.urlunsplit(parts._replace(netloc=_netloc(parts, f"{parts.username}:***@")))
 
 
 def split_credentials(uri: str) -> tuple[str, str | None, str | None]:
@@ -102,17 +97,28 @@ def artifact_root(uri: str) -> Path | None:
 
 
 def error_text(err: BaseException) -> str:
-    """The first line of an error's reason (SQLAlchemy and MLflow append pages of context)."""
+    """The first line of an error's reason (SQLAlchemy and MLflow append pages of context), redacted
+    (a driver's message may quote the database URI with its password)."""
     reason: Any = getattr(err, "reason", None) or err
     text = reason if isinstance(reason, str) else f"{type(reason).__name__}: {reason}"
-    return text.strip().splitlines()[0] if text.strip() else type(err).__name__
+    return redact(text.strip().splitlines()[0]) if text.strip() else type(err).__name__
 
 
 def _client(uri: str) -> Any:
+    """An MlflowClient on ``uri``. Opening a new sqlite store creates MLflow's tables, which two processes
+    doing at once collide on ("table ... already exists"): for sqlite that happens under a file lock
+    beside the database, so the second process waits and then finds the tables made."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri=client_uri(uri))
+    db = sqlite_path(uri)
+    with contextlib.ExitStack() as stack:
+        if db is not None:
+            try:
+                stack.enter_context(file_lock(db.with_name(f".{db.name}.lock")))
+            except OSError:  # a read-only folder: its store can be read, not created, so there is nothing to serialise
+                pass
+        return MlflowClient(tracking_uri=client_uri(uri))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,188 @@
+"""Rankings from elsewhere are read within bounds (issue 23): a gzip bomb, ``/dev/zero``, a FIFO, an endless
+line, a query with too many hits, a service that sends 500,000 hits for k = 10.
+
+The memory cases run in a child process under ``RLIMIT_AS`` = 2 GiB: reading everything, as before, dies
+there (or is killed by the kernel); a bounded reader fails with its named error (exit 2, as the CLI) or,
+for the service, keeps ``depth`` hits per query.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+from _toy import tiny_dataset
+
+from irflow.tasks.core.schema import InputError
+from irflow.tasks.retrieve import read_run, retrieve
+from irflow.tasks.systems.specs import parse_system
+
+GIB = 1 << 30
+CHILD = """
+import resource, sys
+from irflow.tasks.core.schema import IrflowError
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+try:
+    exec(sys.argv[1])
+except IrflowError as exc:
+    print(f"irflow: error: {exc}", file=sys.stderr)
+    sys.exit(2)
+finally:
+    print("maxrss_kib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+def in_child(code: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh Python limited to 2 GiB of address space; IrflowError -> exit 2."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])}
+    return subprocess.run(
+        [sys.executable, "-c", CHILD, code], capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+
+
+def gzip_bomb(path: Path, byte: bytes, gib: int) -> Path:
+    """A gzip file of ``gib`` GiB of ``byte``, a few MB on disk, written without the expanded data: one
+    fully flushed deflate block of 16 MiB repeated (the CRC is left 0: a bounded reader never reaches it)."""
+    chunk = byte * (16 << 20)
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = deflate.compress(chunk) + deflate.flush(zlib.Z_FULL_FLUSH)
+    count = gib * GIB // len(chunk)
+    with path.open("wb") as fh:
+        fh.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff")
+        for _ in range(count):
+            fh.write(block)
+        fh.write(zlib.compressobj(9, zlib.DEFLATED, -15).flush())
+        fh.write(struct.pack("<II", 0, (count * len(chunk)) & 0xFFFFFFFF))
+    return path
+
+
+@pytest.mark.parametrize(("byte", "what"), [(b"\n", "newlines"), (b"\0", "zeros")])
+def test_a_gzip_bomb_fails_fast_with_a_named_error_within_2_gib(tmp_path: Path, byte: bytes, what: str) -> None:
+    bomb = gzip_bomb(tmp_path / f"{what}.trec.gz", byte, 6)
+    assert bomb.stat().st_size < 16 << 20  # 6 GiB of content in a few MB
+    done = in_child(f"from irflow.tasks.retrieve import read_run; read_run({str(bomb)!r})")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"irflow: error: {bomb}" in done.stderr
+    expected = "IRFLOW_MAX_EXTRACT_RATIO" if what == "newlines" else "IRFLOW_MAX_RUN_LINE"
+    assert expected in done.stderr, done.stderr[-2000:]
+    maxrss = int(done.stderr.rsplit("maxrss_kib", 1)[1].split()[0]) * 1024
+    assert maxrss < 2 * GIB
+
+
+def test_only_regular_files_are_read_as_runs(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in ("/dev/zero", str(fifo), str(tmp_path)):
+        with pytest.raises(InputError, match="not a regular file") as info:
+            read_run(path)
+        assert str(info.value).startswith(path)
+        with pytest.raises(InputError, match="not a regular file"):
+            parse_system(f"run:{path}")  # naming the system hashes the file: that must not hang either
+    done = in_child("from irflow.tasks.systems.specs import parse_system; parse_system('run:/dev/zero')", timeout=60)
+    assert done.returncode == 2 and "/dev/zero: not a regular file" in done.stderr
+
+
+def test_lines_bytes_and_hits_per_query_are_capped_naming_file_and_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.trec"
+    path.write_text("q1 Q0 d1 1 2 t\n\nq1 Q0 d2 2 1 t\n" + "q1 Q0 d3 3 0.5 t" + " " * 3000 + "\n")
+    monkeypatch.setenv("IRFLOW_MAX_RUN_LINE", "1K")
+    with pytest.raises(InputError, match=r"run.trec:4: a line longer than 1,024 bytes \(IRFLOW_MAX_RUN_LINE\)"):
+        read_run(path)
+    monkeypatch.setenv("IRFLOW_MAX_RUN_LINE", "1M")
+    monkeypatch.setenv("IRFLOW_MAX_RUN_HITS", "2")
+    with pytest.raises(InputError, match=r"run.trec:4: query 'q1' has more than 2 hits \(IRFLOW_MAX_RUN_HITS\)"):
+        read_run(path)
+    json_run = tmp_path / "run.json"
+    json_run.write_text('{"q1": {"d1": 3, "d2": 2, "d3": 1}}')
+    with pytest.raises(InputError, match=r'field \["q1"\]: query .q1. has more than 2 hits'):
+        read_run(json_run)
+    monkeypatch.setenv("IRFLOW_MAX_RUN_HITS", "3")
+    assert len(read_run(path).run) == 3
+    monkeypatch.setenv("IRFLOW_MAX_RUN_BYTES", "100")
+    with pytest.raises(InputError, match=r"has 3,0\d\d bytes, more than 100 \(IRFLOW_MAX_RUN_BYTES\)"):
+        read_run(path)
+    monkeypatch.setenv("IRFLOW_MAX_RUN_BYTES", "lots")
+    with pytest.raises(InputError, match="IRFLOW_MAX_RUN_BYTES='lots': expected a positive number"):
+        read_run(path)
+
+
+def test_a_gzip_run_of_several_members_reads_whole_and_a_cut_one_fails(tmp_path: Path) -> None:
+    import gzip
+
+    two = tmp_path / "two.trec.gz"
+    two.write_bytes(gzip.compress(b"q1 Q0 d1 1 2 t\n") + gzip.compress(b"q1 Q0 d2 2 1 t\n"))
+    loaded = read_run(two)
+    assert loaded.compressed and loaded.run["doc_id"].tolist() == ["d1", "d2"]
+    cut = tmp_path / "cut.trec.gz"
+    cut.write_bytes(gzip.compress(b"q1 Q0 d1 1 2 t\n" * 1000)[:-12])
+    with pytest.raises(InputError, match="damaged gzip data"):
+        read_run(cut)
+
+
+SERVICE = """
+import http.server, json, threading
+from _toy import tiny_dataset
+from irflow.tasks.retrieve import retrieve
+
+hits = [{"id": doc, "score": 1e6 - i} for i, doc in enumerate(["d1", "d3"])]
+hits += [{"id": f"x{i:06d}", "score": 500000.0 - i} for i in range(500_000 - len(hits))]
+BODY = json.dumps({"hits": hits}).encode()
+del hits
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+
+    def log_message(self, *args):
+        pass
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+url = f"http://127.0.0.1:{server.server_address[1]}/search"
+result = retrieve(tiny_dataset(), f"http(load=none,concurrency=1):{url}", depth=10)
+server.shutdown()
+sizes = result.run.groupby("query_id").size().to_dict()
+top = result.run["doc_id"].iloc[:3].tolist()
+print("RESULT", json.dumps({"sizes": sizes, "unknown": result.info["unknown_document_hits"], "top": top}))
+"""
+
+
+def test_a_service_answering_500_000_hits_keeps_depth_per_query_within_2_gib() -> None:
+    done = in_child(SERVICE)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.split("RESULT", 1)[1])
+    assert result["sizes"] == {"q1": 10, "q2": 10, "q3": 10}
+    assert result["unknown"] == 3 * 8  # 8 of each 10 are not in the corpus: kept at their rank, counted
+    assert result["top"] == ["d1", "d3", "x000000"]
+    maxrss = int(done.stderr.rsplit("maxrss_kib", 1)[1].split()[0]) * 1024
+    assert maxrss < 2 * GIB
+
+
+def test_a_python_retriever_returning_a_long_generator_keeps_depth(tmp_path: Path) -> None:
+    module = tmp_path / "endless_retriever.py"
+    module.write_text(
+        "class Endless:\n"
+        "    def search(self, queries, k):\n"
+        "        return [((f'x{i}', -float(i)) if i else ('d1', 1.0) for i in range(200_000)) for _ in queries]\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        result = retrieve(tiny_dataset(), "python:endless_retriever:Endless", depth=5)
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert result.run.groupby("query_id").size().tolist() == [5, 5, 5]
+    assert result.run[result.run["query_id"] == "q1"]["doc_id"].tolist() == ["d1", "x1", "x2", "x3", "x4"]
+    assert result.info["unknown_document_hits"] == 12
