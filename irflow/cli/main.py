@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import signal
 import sys
 from typing import Any
@@ -19,6 +20,7 @@ from irflow.cli.pool import add_pool_parsers
 from irflow.cli.report import add_report_parser
 from irflow.cli.run import add_run_parser
 from irflow.cli.terminal import configure_logging
+from irflow.tasks.core.stop import Terminated, exit_on_stop, stop_requested, terminate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,7 +59,6 @@ def _prefect_api() -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     import contextlib
-    import os
 
     for key, value in QUIET_SERVICES.items():
         os.environ.setdefault(key, value)
@@ -88,22 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"irflow: error: could not write {err.filename or 'a file'}: {err.strerror}", file=sys.stderr)
         return 2
     except Exception:
-        if Terminated.received:  # a library wrapped the signal's exception (pydantic-core does): still SIGTERM
+        if stop_requested():  # a library wrapped the signal's exception (pydantic-core does): still SIGTERM
             print("irflow: terminated", file=sys.stderr)
             return 128 + signal.SIGTERM
         raise
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived: unwind like Ctrl-C (clean-up runs), exit 143. ``received`` stays set, because
-    code the exception passes through may wrap it in another exception type."""
-
-    received = False
-
-
-def _terminated(signum: int, frame: object) -> None:
-    Terminated.received = True
-    raise Terminated()
 
 
 def entry_point() -> None:
@@ -118,7 +107,8 @@ def entry_point() -> None:
 
     # SIGTERM (a scheduler stopping the job, `kill PID`) unwinds like Ctrl-C, so the temporary Prefect
     # server and the Dask cluster are stopped and no half-written result is left behind.
-    signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGTERM, terminate)
+    exit_on_stop()  # a thread that cannot stop (a model still loading) does not keep a stopped command alive
     code = main()
     gc.freeze()
     sys.exit(code)

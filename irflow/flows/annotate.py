@@ -110,13 +110,13 @@ def metrics_of(summary: dict[str, Any]) -> dict[str, float]:
 def log_annotation(p: Any, summary: dict[str, Any]) -> str:
     """One MLflow run (tasks.tracking): params, metrics, judges, outputs, plots; returns its id.
     Judges are described by name, model and key variable, never by key."""
-    from irflow.tasks.tracking.log import Tracker, tracking_uri
+    from irflow.tasks.tracking.log import Tracker, ending_runs, tracking_uri
 
     tracker = Tracker(EXPERIMENT, tracking_uri())  # checked when the flow started
     config = p.config
     folder = Path(config.output)
-    run_id = tracker.start(f"annotate {p.dataset.name}", "annotation")
-    try:
+    with ending_runs():  # FAILED on an error, KILLED on Ctrl-C or SIGTERM
+        run_id = tracker.start(f"annotate {p.dataset.name}", "annotation")
         tracker.log(
             run_id,
             params={
@@ -144,8 +144,5 @@ def log_annotation(p: Any, summary: dict[str, Any]) -> str:
         tracker.log_files(
             run_id, folder, files=("summary.json", "annotated.jsonl", "qrels.trec", "config.json"), dirs=("plots",)
         )
-    except BaseException:
-        tracker.end(run_id, failed=True)
-        raise
-    tracker.end(run_id)
+        tracker.end(run_id)
     return run_id

@@ -8,6 +8,7 @@ the tracking store are checked before any expensive stage runs; results are publ
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,6 +26,7 @@ from irflow.tasks.core.atomic import write_json
 from irflow.tasks.core.output_folder import publish
 from irflow.tasks.core.runs import validate_depth
 from irflow.tasks.core.schema import Dataset, DownloadError, InputError, IrflowError, UnknownNameError
+from irflow.tasks.core.stop import stop_on_signal
 from irflow.tasks.experiment import check_models
 from irflow.tasks.ingest import EMBEDDED, check_name, list_datasets, load_dataset
 from irflow.tasks.metrics import evaluate as evaluate_metrics
@@ -36,6 +38,8 @@ from irflow.tasks.retrieve.costs import fresh_costs, retrieval_costs
 from irflow.tasks.retrieve.searchers import measure_latency, retrieve
 from irflow.tasks.systems.specs import as_spec, leaves, walk
 from irflow.tasks.tracking.log import TrackingOptions, check_tracking
+
+log = logging.getLogger(__name__)
 
 DEFAULT_DATASET = "techdocs"
 DEFAULT_SYSTEMS = ("bm25", "dense:minilm", "hybrid:bm25+dense:minilm")
@@ -185,6 +189,19 @@ def metrics_task(
     return report_stage.SystemEvaluation(system, result.run, per_query, mean(per_query), cost)
 
 
+def latency_stage(data: Dataset, system: str, depth: int | None, latency_runs: int, seed: int) -> dict[str, Any]:
+    """The system's latency record; a failing measurement (a service gone after retrieval) fails the
+    system's latency only: ``latency_error`` names the reason and its retrieval and metrics are kept."""
+    if latency_runs <= 0:
+        return {}
+    try:
+        return latency_task(data, system, depth, latency_runs, seed)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        log.warning("latency of %s failed, its other results are kept: %s", system, error)
+        return {"latency_error": error}
+
+
 def embedding_failures(specs: Sequence[str], embedded: dict[str, dict[str, Any]]) -> dict[str, str]:
     """The systems that need an encoding that failed with a named error, and that error."""
     final = {dense: e["error"] for dense, e in embedded.items() if e.get("final")}
@@ -277,9 +294,10 @@ def evaluate_flow(
     claimed = output is None
     output = str(claim_output(dataset, output, overwrite, name))
     try:
-        return _evaluate(
-            dataset, specs, measures, split, depth, output, latency_runs, seed, tracking, strict, name, human
-        )
+        with stop_on_signal():  # SIGTERM stops the stages running in worker threads too (an encode)
+            return _evaluate(
+                dataset, specs, measures, split, depth, output, latency_runs, seed, tracking, strict, name, human
+            )
     finally:
         if claimed:
             release_output(output)  # only when the run left it empty
@@ -319,7 +337,7 @@ def _evaluate(
             failed[system] = f"{type(exc).__name__}: {exc}"
             continue
         infos[system] = result.info
-        cost = latency_task(data, system, depth, latency_runs, seed) if latency_runs > 0 else {}
+        cost = latency_stage(data, system, depth, latency_runs, seed)
         encodes = [embedded[str(leaf)] for leaf in leaves(as_spec(system)) if str(leaf) in embedded]
         evaluations.append(metrics_task(data, system, result, measures, cost, encodes))
     if not evaluations:

@@ -18,6 +18,7 @@ from prefect.context import FlowRunContext
 from prefect.futures import wait
 
 from irflow.tasks.core.schema import Dataset, IrflowError, RetrievalInfo, UnknownNameError
+from irflow.tasks.core.stop import stop_requested
 from irflow.tasks.embed import sharding
 from irflow.tasks.tracking import log as tracking
 
@@ -38,7 +39,7 @@ def _job_cache_key(context: Any, inputs: dict[str, Any]) -> str:
 def _transient(task: Any, task_run: Any, state: Any) -> bool:
     """Retry an encode only when it failed for no named reason: a named irflow error (bad input, a refused
     key, an API that kept failing through its own retries) would fail the same way again."""
-    return not isinstance(state.result(raise_on_failure=False), IrflowError)
+    return not isinstance(state.result(raise_on_failure=False), IrflowError) and not stop_requested()
 
 
 @task(

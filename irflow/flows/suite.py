@@ -39,6 +39,7 @@ from irflow.tasks.tracking.log import (
     TrackingOptions,
     check_tracking,
     common_params,
+    ending_runs,
     metric_key,
     mlflow_key,
     snapshot,
@@ -207,7 +208,11 @@ def suite_flow(
 ) -> dict[str, Any]:
     """Evaluate every dataset × system of an experiment (given here or as a YAML ``config`` file);
     writes suite.md / suite.json (a table per metric with the mean over datasets) under ``output``."""
-    exp = resolve_experiment(experiment, config)
+    with ending_runs():  # an error or SIGTERM leaves no run RUNNING: FAILED or KILLED
+        return _suite(resolve_experiment(experiment, config), output, task_runner, scheduler)
+
+
+def _suite(exp: Experiment, output: str | None, task_runner: Runner, scheduler: str | None) -> dict[str, Any]:
     suite = run_suite(exp, "suite", output, task_runner, scheduler)
     suite.tracker.end(suite.run_id, failed=bool(suite.failed))
     if suite.failed:
@@ -230,9 +235,13 @@ def nightly_flow(
     """Run the configured suite, then compare with the last successful nightly run of the same
     configuration; a significant drop beyond the threshold fails the run (and is logged to MLflow
     and as the Prefect markdown artifact ``nightly-comparison``)."""
+    with ending_runs():  # an error or SIGTERM leaves no run RUNNING: FAILED or KILLED
+        return _nightly(resolve_experiment(experiment, config), output, task_runner, scheduler)
+
+
+def _nightly(exp: Experiment, output: str | None, task_runner: Runner, scheduler: str | None) -> Any:
     from prefect.artifacts import create_markdown_artifact
 
-    exp = resolve_experiment(experiment, config)
     suite = run_suite(exp, "nightly", output, task_runner, scheduler)
     drift = drift_stage(exp, suite.output)
     suite.failed.update({f"drift check {d}": e for d, e in drift.failed.items()})

@@ -8,7 +8,7 @@ HTTP client layer: retries honouring Retry-After, rate limits, cost accounting),
 redaction of secrets in everything irflow writes or prints),
 ``runs`` (run tables and TREC files in trec_eval order), ``run_identity`` and ``output_folder`` (one
 readable name per evaluation; result folders checked first and published whole), ``child`` (helper
-servers that die with their parent).
+servers that die with their parent), ``stop`` (SIGTERM as an exception, seen by every thread).
 
 The face imports nothing: ``irflow --help`` and every stage import the modules they need directly.
 """
@@ -24,4 +24,5 @@ __all__ = [
     "run_identity",
     "runs",
     "schema",
+    "stop",
 ]

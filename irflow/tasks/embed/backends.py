@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from irflow.tasks.core.stop import check_stop
 from irflow.tasks.embed import exports
 from irflow.tasks.embed.models import BackendUnavailableError, ResolvedModel
 
@@ -42,6 +43,7 @@ def encode_exported(
     inputs = [prompt + t for t in texts]
     out: np.ndarray | None = None
     for rows, enc in _batches(tokenizer, inputs, max_seq_length or default_max_length(model.path), batch_size):
+        check_stop()  # SIGTERM ends an encode in a worker thread at the next batch
         hidden = run({k: v.astype(np.int64) for k, v in enc.items() if k in wanted})
         if pooling == "cls":
             vectors = hidden[:, 0]

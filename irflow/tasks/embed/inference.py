@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from irflow.tasks.core.stop import check_stop
 from irflow.tasks.embed.backends import encode_exported, load_exported, score_exported
 from irflow.tasks.embed.models import (
     MODEL_MAX_SEQ_LENGTH,
@@ -40,15 +41,27 @@ def encode(
         return encode_exported(model, texts, prompt=prompt, max_seq_length=max_seq_length, batch_size=batch_size)
     st = load_sentence_transformer(model.path, model.precision, model.device)
     st.max_seq_length = max_seq_length or MODEL_MAX_SEQ_LENGTH[model.path]
-    vectors = st.encode(
-        list(texts),
-        prompt=prompt,
-        batch_size=batch_size,
-        convert_to_numpy=True,
-        normalize_embeddings=True,
-        show_progress_bar=False,
-    )
+    # SIGTERM ends an encode in a worker thread within a layer (the handler runs in the main thread only;
+    # without this the process would live until the whole corpus is encoded): every module checks first
+    hooks = [module.register_forward_pre_hook(_check_stop) for module in st.modules()]
+    try:
+        vectors = st.encode(
+            list(texts),
+            prompt=prompt,
+            batch_size=batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+    finally:
+        for hook in hooks:
+            hook.remove()
     return np.asarray(vectors, dtype=np.float32)
+
+
+def _check_stop(module: Any, args: Any) -> None:
+    """A forward pre-hook: raise ``Terminated`` once SIGTERM arrived (``tasks.core.stop``)."""
+    check_stop()
 
 
 def load_encoder(model: Encoder) -> None:

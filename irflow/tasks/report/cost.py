@@ -31,6 +31,7 @@ def cost_section(document: Mapping[str, Any], data: ReportData, plot_files: Mapp
     if not any(costs.get(s) for s in data.systems):
         return []
     rows = []
+    failed = [s for s in data.systems if costs.get(s, {}).get("latency_error")]
     recall = any("index_recall_at_100" in costs.get(s, {}) for s in data.systems)
     for s in data.systems:
         c = costs.get(s, {})
@@ -64,6 +65,8 @@ def cost_section(document: Mapping[str, Any], data: ReportData, plot_files: Mapp
             "lrrrrrrr" + ("r" if recall else ""),
         ),
         "",
+        *[f"- {data.labels[s]}: latency failed ({costs[s]['latency_error']}); its metrics stand." for s in failed],
+        *([""] if failed else []),
         *latency_method(costs, data),
         *img(plot_files, "latency", "latency per query"),
         *_load_table(costs, data),

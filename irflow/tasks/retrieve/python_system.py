@@ -60,6 +60,11 @@ def python_kind(target: str, **options: Any) -> Any:
     return obj(**options)
 
 
+def _reason(exc: BaseException) -> str:
+    """What a plugin raised, for the message (``SystemExit: 3`` for ``sys.exit(3)``)."""
+    return f"{type(exc).__name__}: {exc}"
+
+
 def _identity(retriever: Any) -> dict[str, Any]:
     """Where the retriever's code comes from: class, source file hash, distribution version."""
     cls = type(retriever)
@@ -94,10 +99,8 @@ class PluginSearcher(Searcher[PluginSpec]):
             retriever = factory(spec.target, **spec.kwargs)
         except IrflowError as exc:
             raise type(exc)(f"system {str(spec)!r}: {exc}") from None
-        except Exception as exc:
-            raise InputError(
-                f"system {str(spec)!r}: creating the retriever failed: {type(exc).__name__}: {exc}"
-            ) from exc
+        except (Exception, SystemExit) as exc:  # sys.exit() in a plugin fails the system, not irflow
+            raise InputError(f"system {str(spec)!r}: creating the retriever failed: {_reason(exc)}") from exc
         if not callable(getattr(retriever, "search", None)):
             raise InputError(f"system {str(spec)!r}: got a {type(retriever).__name__}, expected {PROTOCOL}")
         start = time.perf_counter()
@@ -118,12 +121,15 @@ class PluginSearcher(Searcher[PluginSpec]):
             _PREPARED.popitem(last=False)
 
     def _call(self, method: Any, name: str, *args: Any) -> Any:
+        """Call the plugin behind a guard: anything it raises, ``sys.exit()`` included, becomes a named
+        failure of this system (the others keep their results). Signals pass: Ctrl-C and SIGTERM (raised as
+        exceptions that are no ``Exception``: ``KeyboardInterrupt``, Prefect's ``TerminationSignal``)."""
         try:
             return method(*args)
         except IrflowError:
             raise
-        except Exception as exc:
-            raise InputError(f"system {str(self.spec)!r}: {name}() failed: {type(exc).__name__}: {exc}") from exc
+        except (Exception, SystemExit) as exc:
+            raise InputError(f"system {str(self.spec)!r}: {name}() failed: {_reason(exc)}") from exc
 
     def query(self, query_id: str, text: str, depth: int) -> Any:
         """The retriever's ``search`` for one query: what latency times (irflow's checks come after)."""

@@ -12,6 +12,7 @@ One evaluation (``log_evaluation``) becomes::
                        index.*, bm25.*, hybrid.*, rerank.*, dataset.*, depth, seeds, irflow.version
             metrics    every metric@k (``ndcg_at_10``), p50_ms / p95_ms / p99_ms, queries_per_second,
                        documents_per_second, index_build_seconds, retrieve_seconds
+            tags       irflow.latency_error when its latency measurement failed (its metrics stand)
             artifacts  per_query.parquet, run.trec
 
 and the experiment gets the run list's saved view ``irflow headline`` (``tracking_view``), which shows
@@ -57,6 +58,7 @@ from irflow.tasks.tracking.store import (
     Tracker,
     TrackingError,
     artifact_root,
+    ending_runs,
     redact,
     tracking_uri,
 )
@@ -125,82 +127,85 @@ def log_evaluation(
     base = {**dataset_params(dataset), **common_params(seeds), "depth": document.get("depth")}
     tags = {"irflow.dataset": dataset["name"], **(tags or {})}
 
-    name = run_name or f"{dataset['name']} ({dataset['split']})"
-    run_id = tracker.start(name, "evaluation", parent=parent, tags=tags, start_time=start_time)
-    encoded = sum(texts_encoded(i) for i in infos.values())
-    tracker.log(
-        run_id,
-        params={
-            **base,
-            "metrics": document.get("measures", []),
-            "systems": systems + list(failed),
-            "baseline": document.get("baseline"),
-            **(params or {}),
-        },
-        metrics={
-            **(comparison_metrics(comparisons, labels) if len(comparisons) else {}),
-            "texts_encoded": float(encoded),
-            "systems_failed": float(len(failed)),
-            **(metrics or {}),
-        },
-        tags={"irflow.failed_systems": json.dumps(failed) if failed else None},
-    )
-    tracker.log(run_id, **headline(document, labels))
-    if document.get("measures"):
-        save_headline_view(tracker, metric_key(document["measures"][0]))
-    tracker.log_files(run_id, output, [f for f in RESULT_FILES if f != "report.md"], RESULT_DIRS)
-    if (output / "report.md").is_file():
-        with tempfile.TemporaryDirectory(prefix="irflow-report-") as tmp:
-            text = (output / "report.md").read_text(encoding="utf-8")
-            (Path(tmp) / "report.md").write_text(artifact_links(text, run_id), encoding="utf-8")
-            tracker.log_files(run_id, tmp, ["report.md"])
-    log_dataset_input(tracker, run_id, dataset)
+    with ending_runs():  # an error or SIGTERM while logging ends the runs FAILED or KILLED, never RUNNING
+        name = run_name or f"{dataset['name']} ({dataset['split']})"
+        run_id = tracker.start(name, "evaluation", parent=parent, tags=tags, start_time=start_time)
+        encoded = sum(texts_encoded(i) for i in infos.values())
+        tracker.log(
+            run_id,
+            params={
+                **base,
+                "metrics": document.get("measures", []),
+                "systems": systems + list(failed),
+                "baseline": document.get("baseline"),
+                **(params or {}),
+            },
+            metrics={
+                **(comparison_metrics(comparisons, labels) if len(comparisons) else {}),
+                "texts_encoded": float(encoded),
+                "systems_failed": float(len(failed)),
+                **(metrics or {}),
+            },
+            tags={"irflow.failed_systems": json.dumps(failed) if failed else None},
+        )
+        tracker.log(run_id, **headline(document, labels))
+        if document.get("measures"):
+            save_headline_view(tracker, metric_key(document["measures"][0]))
+        tracker.log_files(run_id, output, [f for f in RESULT_FILES if f != "report.md"], RESULT_DIRS)
+        if (output / "report.md").is_file():
+            with tempfile.TemporaryDirectory(prefix="irflow-report-") as tmp:
+                text = (output / "report.md").read_text(encoding="utf-8")
+                (Path(tmp) / "report.md").write_text(artifact_links(text, run_id), encoding="utf-8")
+                tracker.log_files(run_id, tmp, ["report.md"])
+        log_dataset_input(tracker, run_id, dataset)
 
-    children: dict[str, str] = {}
-    with tempfile.TemporaryDirectory(prefix="irflow-track-") as tmp:
-        for system in systems:
-            label = labels.get(system, system)
-            child = tracker.start(
-                label, "system", parent=run_id, tags={**tags, "irflow.system": system, "irflow.label": label}
-            )
-            cost = dict(document.get("cost", {}).get(system) or {})
-            rates = [r for leaf in walk(as_spec(system)) if (r := (encode_rates or {}).get(str(leaf)))]
-            if rates and not cost.get("documents_per_second"):
-                cost["documents_per_second"] = min(rates)
-            tracker.log(
-                child,
-                params={**base, **system_params(system, infos.get(system), label)},
-                metrics={
-                    **system_metrics(document["systems"].get(system, {}), cost),
-                    **calibrated_metrics(document.get("calibrated", {}).get(system, {})),
-                },
-            )
-            folder = Path(tmp) / str(len(children))
-            folder.mkdir()
-            per_query[per_query["system"] == system].to_parquet(folder / "per_query.parquet", index=False)
-            trec = output / "runs" / f"{as_spec(system).slug}.trec"
-            if trec.is_file():
-                shutil.copyfile(trec, folder / "run.trec")
-            tracker.log_files(child, folder, ("per_query.parquet", "run.trec"))
-            log_dataset_input(tracker, child, dataset)
-            tracker.end(child)
-            children[label] = child
-        for system, error in failed.items():
-            label = labels.get(system, system)
-            child = tracker.start(
-                label,
-                "system",
-                parent=run_id,
-                tags={**tags, "irflow.system": system, "irflow.label": label, "irflow.error": error[:5000]},
-            )
-            try:
-                extra = system_params(system, None, label)
-            except IrflowError:
-                extra = {"system.spec": system}
-            tracker.log(child, params={**base, **extra})
-            tracker.end(child, failed=True)
-            children[label] = child
-    tracker.end(run_id, failed=bool(failed))
+        children: dict[str, str] = {}
+        with tempfile.TemporaryDirectory(prefix="irflow-track-") as tmp:
+            for system in systems:
+                label = labels.get(system, system)
+                child = tracker.start(
+                    label, "system", parent=run_id, tags={**tags, "irflow.system": system, "irflow.label": label}
+                )
+                cost = dict(document.get("cost", {}).get(system) or {})
+                latency_error = str(cost.get("latency_error") or "")[:5000] or None
+                rates = [r for leaf in walk(as_spec(system)) if (r := (encode_rates or {}).get(str(leaf)))]
+                if rates and not cost.get("documents_per_second"):
+                    cost["documents_per_second"] = min(rates)
+                tracker.log(
+                    child,
+                    params={**base, **system_params(system, infos.get(system), label)},
+                    metrics={
+                        **system_metrics(document["systems"].get(system, {}), cost),
+                        **calibrated_metrics(document.get("calibrated", {}).get(system, {})),
+                    },
+                    tags={"irflow.latency_error": latency_error},
+                )
+                folder = Path(tmp) / str(len(children))
+                folder.mkdir()
+                per_query[per_query["system"] == system].to_parquet(folder / "per_query.parquet", index=False)
+                trec = output / "runs" / f"{as_spec(system).slug}.trec"
+                if trec.is_file():
+                    shutil.copyfile(trec, folder / "run.trec")
+                tracker.log_files(child, folder, ("per_query.parquet", "run.trec"))
+                log_dataset_input(tracker, child, dataset)
+                tracker.end(child)
+                children[label] = child
+            for system, error in failed.items():
+                label = labels.get(system, system)
+                child = tracker.start(
+                    label,
+                    "system",
+                    parent=run_id,
+                    tags={**tags, "irflow.system": system, "irflow.label": label, "irflow.error": error[:5000]},
+                )
+                try:
+                    extra = system_params(system, None, label)
+                except IrflowError:
+                    extra = {"system.spec": system}
+                tracker.log(child, params={**base, **extra})
+                tracker.end(child, failed=True)
+                children[label] = child
+        tracker.end(run_id, failed=bool(failed))
     return LoggedEvaluation(run_id, children, tracker.run_url(run_id), view_url(tracker))
 
 
@@ -272,6 +277,7 @@ __all__ = [
     "artifact_root",
     "check_tracking",
     "comparison_metrics",
+    "ending_runs",
     "dataset_params",
     "git_commit",
     "headline",

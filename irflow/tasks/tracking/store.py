@@ -15,25 +15,29 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from irflow.tasks.core.atomic import file_lock
 from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import IrflowError
+from irflow.tasks.core.stop import at_forced_exit, stop_requested
 from irflow.tasks.tracking.params import mlflow_key
 
 DEFAULT_EXPERIMENT = "irflow"
 DEFAULT_DB = Path("mlruns") / "mlflow.db"  # in the working directory, as MLflow itself defaults
 KIND = "irflow.kind"  # tag: suite | nightly | evaluation | system
 PARENT = "mlflow.parentRunId"
+
+log = logging.getLogger(__name__)
 
 
 class TrackingError(IrflowError):
@@ -164,6 +168,7 @@ class Tracker:
         if parent:
             all_tags[PARENT] = parent
         run = self.client.create_run(self.experiment_id, start_time=start_time, tags=all_tags, run_name=name)
+        _OPEN[str(run.info.run_id)] = self
         return str(run.info.run_id)
 
     def log(
@@ -204,8 +209,10 @@ class Tracker:
                     run_id, str(folder / name), f"{artifact_path}/{name}" if artifact_path else name
                 )
 
-    def end(self, run_id: str, failed: bool = False) -> None:
-        self.client.set_terminated(run_id, "FAILED" if failed else "FINISHED")
+    def end(self, run_id: str, failed: bool = False, status: str | None = None) -> None:
+        """End a run: FINISHED, FAILED (``failed``) or ``status`` (KILLED)."""
+        self.client.set_terminated(run_id, status or ("FAILED" if failed else "FINISHED"))
+        _OPEN.pop(run_id, None)
 
     def search(
         self, filter_string: str, max_results: int = 100, finished: bool = False, experiment_id: str | None = None
@@ -243,6 +250,41 @@ class Tracker:
         return f"{bare.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{run_id}"
 
 
+_OPEN: dict[str, Tracker] = {}
+"""Runs this process started and has not ended (run id -> its tracker), oldest first."""
+
+
+@contextlib.contextmanager
+def ending_runs() -> Iterator[None]:
+    """No run stays RUNNING: the runs started in the block and still open when an exception leaves it
+    are ended (newest first, children before parents) as KILLED for Ctrl-C and SIGTERM (an exception that
+    is no ``Exception``: ``KeyboardInterrupt``, Prefect's ``TerminationSignal``), FAILED for any other error
+    (a full disk included); the exception goes on. An end that fails too (the store is
+    gone) is logged, not raised over the first error."""
+    before = set(_OPEN)
+    try:
+        yield
+    except BaseException as exc:
+        status = "FAILED" if isinstance(exc, Exception) and not stop_requested() else "KILLED"  # else a signal
+        for run_id in reversed([r for r in _OPEN if r not in before]):
+            try:
+                _OPEN[run_id].end(run_id, status=status)
+            except Exception as err:
+                _OPEN.pop(run_id, None)
+                log.warning("could not mark MLflow run %s %s: %s", run_id, status, error_text(err))
+        raise
+
+
+def _kill_open_runs() -> None:
+    """Before a stopped command exits without waiting for its threads: its open runs end KILLED."""
+    for run_id, tracker in reversed(list(_OPEN.items())):
+        with contextlib.suppress(Exception):
+            tracker.end(run_id, status="KILLED")
+
+
+at_forced_exit(_kill_open_runs)
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value) if isinstance(value, (list, dict)) else str(value)
 
@@ -255,6 +297,7 @@ __all__ = [
     "TrackingError",
     "artifact_root",
     "client_uri",
+    "ending_runs",
     "error_text",
     "redact",
     "split_credentials",

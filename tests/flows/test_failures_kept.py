@@ -1,0 +1,93 @@
+"""Finished work is kept: a plugin that calls ``sys.exit`` fails its own system, and a latency
+measurement that fails (a service gone after retrieval) fails that system's latency only; the
+healthy systems' results are written either way."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _cli import ROOT, irflow
+
+HERE = "test_failures_kept"
+
+
+class ExitsInSearch:
+    """A plugin that ends the interpreter the way a careless script does."""
+
+    def search(self, queries: list[dict[str, str]], k: int) -> Any:
+        sys.exit(3)
+
+
+class ExitsOnCreation:
+    def __init__(self) -> None:
+        raise SystemExit("bye")
+
+
+class LatencyFails:
+    """Answers the batch of every query, then fails each single-query call, as a service that is stopped
+    after retrieval does in the latency stage."""
+
+    def index(self, corpus: Any) -> None:
+        self.first = str(corpus["doc_id"].iloc[0])
+
+    def search(self, queries: list[dict[str, str]], k: int) -> Any:
+        if len(queries) == 1:
+            raise ConnectionError("[Errno 111] Connection refused")
+        return {q["query_id"]: [[self.first, 1.0]] for q in queries}
+
+
+def test_sys_exit_in_a_plugin_is_a_named_failure_of_its_system() -> None:
+    from _toy import tiny_dataset
+
+    from irflow.tasks.core.schema import InputError
+    from irflow.tasks.retrieve.searchers import retrieve
+
+    with pytest.raises(InputError, match=r"python:test_failures_kept:ExitsInSearch.*search\(\) failed: SystemExit: 3"):
+        retrieve(tiny_dataset(), f"python:{HERE}:ExitsInSearch")
+    with pytest.raises(InputError, match="creating the retriever failed: SystemExit: bye"):
+        retrieve(tiny_dataset(), f"python:{HERE}:ExitsOnCreation")
+
+
+@pytest.mark.e2e
+def test_a_plugin_exit_and_a_failed_latency_keep_the_other_results(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(ROOT / "tests"), str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]
+        ),
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+    }
+    exits, slow = f"python:{HERE}:ExitsInSearch", f"python:{HERE}:LatencyFails"
+    done = irflow(
+        *("run", "--system", "bm25", "--system", exits, "--system", slow),
+        *("--metric", "nDCG@10", "--latency-runs", "1", "--output", str(out)),
+        env=env,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert f"{exits}': search() failed: SystemExit: 3" in done.stderr and "Crash detected" not in done.stderr
+    assert f"the others' results are in {out}" in done.stderr
+    document = json.loads((out / "metrics.json").read_text())
+    assert list(document["systems"]) == ["bm25", slow] and list(document["failed"]) == [exits]
+    cost = document["cost"]
+    assert cost["bm25"]["p95_ms"] > 0 and "latency_error" not in cost["bm25"]
+    assert "ConnectionError: [Errno 111] Connection refused" in cost[slow]["latency_error"]
+    assert cost[slow].get("p95_ms") is None and document["systems"][slow]["nDCG@10"] >= 0
+    report = (out / "report.md").read_text()
+    assert f"{slow}: latency failed (" in report and "Connection refused" in report
+
+    import mlflow
+
+    mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
+    runs = {
+        r.data.tags.get("irflow.system"): r
+        for r in mlflow.search_runs(search_all_experiments=True, output_format="list")
+    }
+    assert runs[exits].info.status == "FAILED" and runs["bm25"].info.status == "FINISHED"
+    assert "Connection refused" in runs[slow].data.tags["irflow.latency_error"] and runs[slow].info.status == "FINISHED"
+    assert "p95_ms" in runs["bm25"].data.metrics and "p95_ms" not in runs[slow].data.metrics
