@@ -34,7 +34,9 @@ except IrflowError as exc:
     print(f"irflow: error: {exc}", file=sys.stderr)
     sys.exit(2)
 finally:
-    print("maxrss_kib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+    # this process's own peak (VmHWM): ru_maxrss would carry the forking pytest's peak across exec
+    peak = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    print("maxrss_kib", peak.split()[1], file=sys.stderr)
 """
 
 
