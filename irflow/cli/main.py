@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         if err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
             raise
-        print(f"irflow: error: could not write {err.filename or 'a file'}: {err.strerror}", file=sys.stderr)
+        print(redact(f"irflow: error: could not write {err.filename or 'a file'}: {err.strerror}"), file=sys.stderr)
         return 2
     except Exception:
         if stop_requested():  # a library wrapped the signal's exception (pydantic-core does): still SIGTERM
