@@ -4,9 +4,9 @@ One package per stage, read bottom-up like the pipeline (each may import only th
 import-linter contract in ``pyproject.toml`` keeps it so):
 
 ``core`` → ``ingest`` → ``systems`` → ``metrics`` → ``embed`` → ``index`` → ``retrieve`` → ``compare`` →
-``report`` | ``tracking`` → ``annotate`` → ``evalsets`` → ``experiment`` (an experiment file: datasets ×
-systems × metrics, validated before anything runs). Each package's ``__init__`` is its face: what the
-stage does and its public names (``__all__``).
+``report`` | ``tracking`` → ``annotate`` → ``evalsets`` → ``rag`` | ``online`` → ``experiment`` (an
+experiment file: datasets × systems × metrics, validated before anything runs). Each package's
+``__init__`` is its face: what the stage does and its public names (``__all__``).
 """
 
 __all__ = [
@@ -19,6 +19,8 @@ __all__ = [
     "index",
     "ingest",
     "metrics",
+    "online",
+    "rag",
     "report",
     "retrieve",
     "systems",
