@@ -47,6 +47,7 @@ def build_adhoc_flow(datasets: list[str] | None = None) -> Any:
         seed: int = 0,
         experiment: str = "irflow",
         run_name: str | None = None,
+        human: str | None = None,
     ) -> dict[str, Any]:
         """Evaluate systems on one dataset; results in results/<dataset>/<run name>/ and in MLflow.
 
@@ -61,6 +62,8 @@ def build_adhoc_flow(datasets: list[str] | None = None) -> Any:
             seed: seed of the significance tests and the latency sampling
             experiment: MLflow experiment the run is logged to
             run_name: name of the run, its MLflow run and its result folder (default: dataset, systems, time)
+            human: a dataset of human judgements of some of the dataset's queries, whose own judgements are then a
+                judge's: every mean is also calibrated by them (PPI++)
         """
         return evaluate.evaluate_flow.fn(
             dataset=dataset,
@@ -73,6 +76,7 @@ def build_adhoc_flow(datasets: list[str] | None = None) -> Any:
             seed=seed,
             tracking=TrackingOptions(experiment=experiment),
             run_name=run_name,
+            human=human,
         )
 
     one_stage_at_a_time = evaluate.evaluate_flow.task_runner.duplicate()

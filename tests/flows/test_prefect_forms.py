@@ -18,6 +18,7 @@ USER_PARAMETERS = {
     "seed",
     "experiment",
     "run_name",
+    "human",
 }
 
 
