@@ -167,3 +167,19 @@ def test_missing_inputs_are_named_without_a_call() -> None:
     with pytest.raises(ValueError, match="unknown LLM-judged metric"):
         judge("faithfullness", [], ask)
     assert set(LLM_METRICS) > NEEDS_REFERENCE and len(PROMPT_SHA256) == 64
+
+
+def test_answer_relevancy_needs_as_many_questions_as_asked() -> None:
+    def questions(data: dict[str, Any], attempt: int) -> str:
+        n = data["questions"] if "good" in data["answer"] and attempt == 2 else 1
+        return json.dumps({"questions": [{"question": f"gen{i}?", "noncommittal": 0} for i in range(n)]})
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        return np.array([[1.0, 0.0] if t.startswith("gen") else [0.6, 0.8] for t in texts])
+
+    ask = ScriptedJudge(questions=questions)
+    good, bad = judge("answer_relevancy", [sample("a", "good", ["c"]), sample("b", "bad", ["c"])], ask, embed)
+    assert good.value == pytest.approx(0.6) and len(good.detail["questions"]) == 3  # asked again, then right
+    assert bad.value is None and "expected 3 questions, got 1" in (bad.error or "")
+    with pytest.raises(ValueError, match="needs an embedding model"):
+        judge("answer_relevancy", [sample("a", "good", ["c"])], ask)

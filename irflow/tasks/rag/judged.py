@@ -16,8 +16,9 @@
 Every step of every answer goes to the judge in one batch per round (faithfulness and factual correctness
 take two rounds). A reply that cannot be parsed is asked again once with a format reminder; if that fails
 too, or the call failed, or an input is missing, the sample's value is None and ``error`` says why (never
-NaN, never a 0 or 1 stand-in). irflow also names two cases ragas scores silently: no statements/claims
-(ragas: NaN or 0) and no generated questions (ragas: 0).
+NaN, never a 0 or 1 stand-in). irflow also names what ragas scores silently: no statements or claims
+(ragas: NaN or 0), a reply with fewer verdicts than statements, or other than ``STRICTNESS`` questions (ragas:
+scored on what came back).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from irflow.tasks.rag.prompts import (
     ATTRIBUTED,
     CLAIMS,
     NLI,
+    PROMPT_SHA256,
+    PROMPT_VERSION,
     QUESTIONS,
     STATEMENTS,
     USEFUL,
@@ -42,7 +45,18 @@ from irflow.tasks.rag.prompts import (
 )
 from irflow.tasks.rag.samples import Answer, Ask, Prompt
 
-__all__ = ["LLM_METRICS", "NEEDS_REFERENCE", "STRICTNESS", "Embed", "Judged", "judge"]
+__all__ = [
+    "LLM_METRICS",
+    "NEEDS_REFERENCE",
+    "PROMPT_SHA256",
+    "PROMPT_VERSION",
+    "STRICTNESS",
+    "Embed",
+    "Judged",
+    "average_precision",
+    "f_beta",
+    "judge",
+]
 
 LLM_METRICS: tuple[str, ...] = (
     "faithfulness",
@@ -74,7 +88,7 @@ class Judged:
 class _Call:
     step: Step
     prompt: Prompt
-    expected: int | None = None  # verdicts the reply must hold (one per statement asked about)
+    expected: int | None = None  # items the reply must hold: a verdict per statement, or STRICTNESS questions
 
 
 @dataclass(frozen=True)
@@ -85,8 +99,10 @@ class _Got:
 
 def _check(call: _Call, text: str) -> Any:
     reply = parse(call.step, text)
-    if call.expected is not None and len(reply.verdicts) != call.expected:
-        raise ValueError(f"expected {call.expected} verdicts, one per statement, got {len(reply.verdicts)}")
+    if call.expected is not None:
+        items, what = (reply.questions, "questions") if call.step is QUESTIONS else (reply.verdicts, "verdicts")
+        if len(items) != call.expected:
+            raise ValueError(f"expected {call.expected} {what}, got {len(items)}")
     return reply
 
 
@@ -166,7 +182,7 @@ def _faithfulness(answers: Sequence[Answer], ask: Ask) -> list[Judged]:
     for i, got in zip(where, _ask(ask, calls), strict=True):
         statements = extracted[i].value.statements
         if got.error is not None:
-            out[i] = Judged(None, got.error, {"statements": statements})
+            out[i] = Judged(None, got.error, {"statements": [{"statement": s} for s in statements]})
             continue
         rows = _verdict_rows(statements, got.value)
         out[i] = Judged(sum(r["supported"] for r in rows) / len(rows), None, {"statements": rows})
@@ -176,7 +192,9 @@ def _faithfulness(answers: Sequence[Answer], ask: Ask) -> list[Judged]:
 def _answer_relevancy(answers: Sequence[Answer], ask: Ask, embed: Embed | None) -> list[Judged]:
     if embed is None:
         raise ValueError("answer_relevancy needs an embedding model (embed)")
-    replies = _ask(ask, [_Call(QUESTIONS, render(QUESTIONS, answer=a.answer, questions=STRICTNESS)) for a in answers])
+    replies = _ask(
+        ask, [_Call(QUESTIONS, render(QUESTIONS, answer=a.answer, questions=STRICTNESS), STRICTNESS) for a in answers]
+    )
     texts: list[str] = []
     spans: list[tuple[int, int]] = []
     for answer, got in zip(answers, replies, strict=True):
@@ -189,9 +207,6 @@ def _answer_relevancy(answers: Sequence[Answer], ask: Ask, embed: Embed | None) 
     for got, (start, count) in zip(replies, spans, strict=True):
         if got.error is not None:
             out.append(Judged(None, got.error))
-            continue
-        if count == 0:
-            out.append(Judged(None, "the judge generated no questions for the answer"))
             continue
         question, generated = vectors[start], vectors[start + 1 : start + 1 + count]
         cosine = generated @ question / (np.linalg.norm(generated, axis=1) * np.linalg.norm(question))
