@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from irflow.tasks.core.schema import InputError
-from irflow.tasks.rag.calibrate import answer_agreement, calibrate_answers, read_human_verdicts
+from irflow.tasks.rag.calibrate import agreement_lines, answer_agreement, calibrate_answers, read_human_verdicts
+from irflow.tasks.report.calibration import calibration_section, calibration_text
 
 ppi = pytest.importorskip("ppi_py")
 krippendorff = pytest.importorskip("krippendorff")
@@ -121,14 +122,15 @@ def test_calibrated_means_and_differences_equal_ppi_py(seed: int) -> None:
     low, high = ppi.ppi_mean_ci(d_y, d_hat, d_rest, alpha=0.05, lam=None)
     assert diff["ci"] == pytest.approx([float(low[0]), float(high[0])], abs=1e-6)
     failed = judged["value"].isna() & judged["query_id"].isin(human["query_id"])
-    assert out["counts"]["judge_failed"] == int(failed.sum()) > 0  # human verdicts on failed judgements: unused
-    assert out["counts"]["paired"] == len(human) - int(failed.sum())
+    counts = out["calibration"]["counts"]
+    assert counts["judge_failed"] == int(failed.sum()) > 0  # human verdicts on failed judgements: unused
+    assert counts["paired"] == len(human) - int(failed.sum())
 
 
 def test_the_judge_bias_is_corrected() -> None:
     judged, human = simulate(5, n_queries=400, n_human=120)
     out = calibrate_answers(judged, human)
-    agreement = out["agreement"]["bm25"]["faithfulness"]
+    agreement = out["calibration"]["agreement"]["bm25"]["faithfulness"]
     assert agreement["bias"] > 0.1  # the judge is lenient ...
     block = out["calibrated"]["bm25"]["faithfulness"]
     truth = human[human["system"] == "bm25"]["value"].mean()
@@ -163,7 +165,20 @@ def test_verdicts_without_a_system_need_a_single_system_run() -> None:
 def test_too_few_labels_is_a_note_not_a_crash() -> None:
     judged, human = simulate(2)
     out = calibrate_answers(judged, human.head(1))
-    assert "bm25" not in out["calibrated"] and any("not calibrated" in note for note in out["notes"])
+    assert "bm25" not in out["calibrated"] and any("not calibrated" in note for note in out["calibration"]["notes"])
     stray = pd.DataFrame([("dense", "q1", "faithfulness", 0.5)], columns=human.columns)
     out = calibrate_answers(judged, pd.concat([human, stray]))
-    assert out["counts"]["unknown"] == 1 and out["counts"]["unknown_examples"] == ["dense/q1"]
+    assert out["calibration"]["counts"]["unknown"] == 1
+    assert out["calibration"]["counts"]["unknown_examples"] == ["dense/q1"]
+
+
+def test_the_result_renders_as_a_calibrated_run_does() -> None:
+    judged, human = simulate(5)
+    out = calibrate_answers(judged, human, baseline="bm25", source="verdicts.jsonl")
+    text = calibration_text(out)
+    assert text.startswith("calibrated by verdicts.jsonl") and "hybrid faithfulness: judge only" in text
+    section = "\n".join(calibration_section({**out, "baseline": "bm25"}))
+    assert "## Calibrated by human labels" in section and "against the baseline `bm25`" in section
+    lines = agreement_lines(out["calibration"])
+    assert lines[0].startswith("judge vs human, bm25 faithfulness on 23 answers: bias +0.1")
+    assert lines[-1] == "4 human verdicts unused: the judge failed on those answers"

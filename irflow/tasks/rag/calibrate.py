@@ -28,8 +28,9 @@ from irflow.tasks.core.schema import InputError
 from irflow.tasks.evalsets.pool import krippendorff_alpha
 from irflow.tasks.ingest.readers import iter_jsonl, require_id
 from irflow.tasks.rag.judged import LLM_METRICS
+from irflow.tasks.report.calibration import HALF_WIDTH
 
-__all__ = ["answer_agreement", "calibrate_answers", "read_human_verdicts"]
+__all__ = ["agreement_lines", "answer_agreement", "calibrate_answers", "read_human_verdicts"]
 
 COLUMNS = ["system", "query_id", "metric", "value"]
 
@@ -137,23 +138,49 @@ def answer_agreement(judge: pd.Series, human: pd.Series) -> dict[str, Any]:
     }
 
 
+def agreement_lines(calibration: dict[str, Any]) -> list[str]:
+    """The judge-vs-human figures of ``calibrate_answers(...)["calibration"]``, one line per system and
+    metric (for a terminal or report.md), then what was left unused."""
+
+    def show(value: float | None, form: str = ".2f") -> str:
+        return "undefined" if value is None else format(value, form)
+
+    lines = []
+    for system, metrics in calibration.get("agreement", {}).items():
+        for metric, a in metrics.items():
+            lines.append(
+                f"judge vs human, {system} {metric} on {a['n']} answers: bias {a['bias']:+.3f}, MAE {a['mae']:.3f}, "
+                f"r {show(a['r'])}, rho {show(a['rho'])}, alpha (interval) {show(a['alpha_interval'])}"
+            )
+    counts = calibration.get("counts", {})
+    if counts.get("judge_failed"):
+        lines.append(f"{counts['judge_failed']} human verdicts unused: the judge failed on those answers")
+    if counts.get("unknown"):
+        examples = ", ".join(counts["unknown_examples"])
+        lines.append(f"{counts['unknown']} human verdicts unused: answers the run does not have (e.g. {examples})")
+    return lines
+
+
 def calibrate_answers(
     judged: pd.DataFrame,
     human: pd.DataFrame,
     baseline: str | None = None,
     *,
-    half_width: float = 0.02,
+    source: str = "human verdicts",
+    half_width: float = HALF_WIDTH,
     alpha: float = 0.05,
 ) -> dict[str, Any]:
     """PPI++ per system and metric of the judge's per-answer scores (``judged``: ``system``, ``query_id``,
     ``metric``, ``value``; value None/NaN where judging failed) corrected by ``human`` verdicts (from
-    :func:`read_human_verdicts`).
+    :func:`read_human_verdicts`, read from ``source``).
 
-    Returns ``calibrated`` ({system: {metric: block}}, blocks as ``calibrate_systems``'s: ``estimate``,
-    ``ci``, ``judge_only``, ``n_human``, ``n_judge_only``, ``lambda``, ``labels_needed`` and, against
-    ``baseline``, ``difference``), ``agreement`` ({system: {metric: answer_agreement}}), ``notes`` (where
-    calibrated and judge-only conclusions differ, and what could not be calibrated and why) and ``counts``
-    (human verdicts used, on answers the judge failed on, on answers the run does not have)."""
+    Returns the metrics.json blocks that :mod:`irflow.tasks.report.calibration` renders: ``calibrated``
+    ({system: {metric: block}}, blocks as ``calibrate_systems``'s: ``estimate``, ``ci``, ``judge_only``,
+    ``n_human``, ``n_judge_only``, ``lambda``, ``labels_needed`` and, against ``baseline``, ``difference``)
+    and ``calibration``: ``human`` (= ``source``), ``method``, ``half_width``, ``notes`` (where calibrated
+    and judge-only conclusions differ, and what could not be calibrated and why), ``agreement`` ({system:
+    {metric: answer_agreement}}) and ``counts`` (human verdicts used, on answers the judge failed on, on
+    answers the run does not have)."""
     judged = judged.astype({"value": np.float64})
     systems = sorted(judged["system"].unique())
     human = _assign_systems(human, systems)
@@ -163,49 +190,52 @@ def calibrate_answers(
     unknown = both[both["_merge"] == "left_only"]
     failed = both[(both["_merge"] == "both") & both["value_judge"].isna()]
     paired = both.dropna(subset=["value_judge"])
-    result: dict[str, Any] = {"calibrated": {}, "agreement": {}, "notes": []}
-    result["counts"] = {
+    notes: list[str] = []
+    agreement: dict[str, dict[str, Any]] = {}
+    for (system, metric), group in paired.groupby(["system", "metric"], sort=True):
+        agreement.setdefault(system, {})[metric] = answer_agreement(group["value_judge"], group["value_human"])
+    calibrated: dict[str, dict[str, Any]] = {}
+    for (system, metric), group in scored.groupby(["system", "metric"], sort=True):
+        labels = human[(human["system"] == system) & (human["metric"] == metric)]
+        try:
+            blocks, _ = calibrate_systems(group[COLUMNS], labels[COLUMNS], half_width=half_width, alpha=alpha)
+        except InputError as err:
+            notes.append(f"{metric}, {system}: not calibrated: {err}")
+            continue
+        block = blocks[system][metric]
+        if baseline is not None and system != baseline:
+            difference = _difference(scored, human, (system, baseline, metric), half_width, alpha, notes)
+            if difference is not None:
+                block["difference"] = difference
+        calibrated.setdefault(system, {})[metric] = block
+    counts = {
         "human": len(human),
         "paired": len(paired),
         "judge_failed": len(failed),
         "unknown": len(unknown),
         "unknown_examples": [f"{r.system}/{r.query_id}" for r in unknown.head(5).itertuples()],
     }
-    for (system, metric), group in paired.groupby(["system", "metric"], sort=True):
-        agreement = answer_agreement(group["value_judge"], group["value_human"])
-        result["agreement"].setdefault(system, {})[metric] = agreement
-    for (system, metric), group in scored.groupby(["system", "metric"], sort=True):
-        labels = human[(human["system"] == system) & (human["metric"] == metric)]
-        try:
-            blocks, _ = calibrate_systems(group[COLUMNS], labels[COLUMNS], half_width=half_width, alpha=alpha)
-        except InputError as err:
-            result["notes"].append(f"{metric}, {system}: not calibrated: {err}")
-            continue
-        block = blocks[system][metric]
-        if baseline is not None and system != baseline:
-            block["difference"] = _difference(scored, human, system, baseline, metric, half_width, alpha, result)
-        result["calibrated"].setdefault(system, {})[metric] = block
-    return result
+    about = {"human": source, "method": "PPI++ (power-tuned)", "half_width": half_width, "notes": notes}
+    return {"calibrated": calibrated, "calibration": {**about, "agreement": agreement, "counts": counts}}
 
 
 def _difference(
     scored: pd.DataFrame,
     human: pd.DataFrame,
-    system: str,
-    baseline: str,
-    metric: str,
+    which: tuple[str, str, str],
     half_width: float,
     alpha: float,
-    result: dict[str, Any],
+    notes: list[str],
 ) -> dict[str, Any] | None:
-    """The calibrated paired difference ``system − baseline`` on the answers the judge scored for both,
-    labelled where humans judged both; None (with a note) when there are too few."""
+    """The calibrated paired difference ``system − baseline`` (``which`` = system, baseline, metric) on the
+    answers the judge scored for both, labelled where humans judged both; None (with a note) when too few."""
+    system, baseline, metric = which
     pair = scored[scored["system"].isin([system, baseline]) & (scored["metric"] == metric)]
     shared = pair.groupby("query_id")["system"].nunique().loc[lambda n: n == 2].index
     labels = human[human["system"].isin([system, baseline]) & (human["metric"] == metric)]
     labelled = labels.groupby("query_id")["system"].nunique().loc[lambda n: n == 2].index
     try:
-        blocks, notes = calibrate_systems(
+        blocks, found = calibrate_systems(
             pair[pair["query_id"].isin(shared)][COLUMNS],
             labels[labels["query_id"].isin(labelled)][COLUMNS],
             baseline,
@@ -213,7 +243,7 @@ def _difference(
             alpha=alpha,
         )
     except InputError as err:
-        result["notes"].append(f"{metric}, {system} against {baseline}: not calibrated: {err}")
+        notes.append(f"{metric}, {system} against {baseline}: not calibrated: {err}")
         return None
-    result["notes"].extend(notes)
+    notes.extend(found)
     return dict(blocks[system][metric]["difference"])
