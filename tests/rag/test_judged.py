@@ -183,3 +183,8 @@ def test_answer_relevancy_needs_as_many_questions_as_asked() -> None:
     assert bad.value is None and "expected 3 questions, got 1" in (bad.error or "")
     with pytest.raises(ValueError, match="needs an embedding model"):
         judge("answer_relevancy", [sample("a", "good", ["c"])], ask)
+
+
+def test_an_ask_that_loses_replies_is_a_bug_not_a_score() -> None:
+    with pytest.raises(RuntimeError, match="the judge returned 0 replies to 1 prompts"):
+        judge("context_recall", [sample("q", "a", ["c"])], lambda prompts: [])

@@ -43,7 +43,7 @@ from irflow.tasks.rag.prompts import (
     remind,
     render,
 )
-from irflow.tasks.rag.samples import Answer, Ask, Prompt
+from irflow.tasks.rag.samples import Answer, Ask, Prompt, Reply
 
 __all__ = [
     "LLM_METRICS",
@@ -106,35 +106,36 @@ def _check(call: _Call, text: str) -> Any:
     return reply
 
 
+def _batch(ask: Ask, prompts: list[Prompt]) -> list[Reply]:
+    replies = ask(prompts)
+    if len(replies) != len(prompts):
+        raise RuntimeError(f"the judge returned {len(replies)} replies to {len(prompts)} prompts")
+    return replies
+
+
+def _read(call: _Call, reply: Reply) -> _Got | str:
+    """The parsed reply, a failed call's error, or (a str) why the reply is unreadable."""
+    if reply.text is None:
+        return _Got(error=f"judge call failed: {reply.error or 'no reply'}")
+    try:
+        return _Got(_check(call, reply.text))
+    except ValueError as err:
+        return str(err)
+
+
 def _ask(ask: Ask, calls: Sequence[_Call]) -> list[_Got]:
     """One round: every call in one batch; the unreadable replies asked again once, with a reminder."""
     if not calls:
         return []
-    replies = ask([call.prompt for call in calls])
-    if len(replies) != len(calls):
-        raise RuntimeError(f"the judge returned {len(replies)} replies to {len(calls)} prompts")
-    got: list[_Got] = []
-    again: list[tuple[int, str]] = []
-    for i, (call, reply) in enumerate(zip(calls, replies, strict=True)):
-        if reply.text is None:
-            got.append(_Got(error=f"judge call failed: {reply.error or 'no reply'}"))
-            continue
-        try:
-            got.append(_Got(_check(call, reply.text)))
-        except ValueError as err:
-            got.append(_Got())
-            again.append((i, str(err)))
-    if again:
-        second = ask([remind(calls[i].prompt, why) for i, why in again])
-        for (i, _), reply in zip(again, second, strict=True):
-            if reply.text is None:
-                got[i] = _Got(error=f"judge call failed: {reply.error or 'no reply'}")
-                continue
-            try:
-                got[i] = _Got(_check(calls[i], reply.text))
-            except ValueError as err:
-                got[i] = _Got(error=f"unparsable judge reply, also after a format reminder: {err}")
-    return got
+    first = [_read(call, reply) for call, reply in zip(calls, _batch(ask, [c.prompt for c in calls]), strict=True)]
+    again = [i for i, got in enumerate(first) if isinstance(got, str)]
+    second = _batch(ask, [remind(calls[i].prompt, str(first[i])) for i in again]) if again else []
+    for i, reply in zip(again, second, strict=True):
+        got = _read(calls[i], reply)
+        first[i] = (
+            got if isinstance(got, _Got) else _Got(error=f"unparsable judge reply, also after a format reminder: {got}")
+        )
+    return [got for got in first if isinstance(got, _Got)]
 
 
 def _missing(metric: str, answer: Answer) -> str | None:
