@@ -32,6 +32,7 @@ from irflow.tasks.rag.judged import LLM_METRICS, judge
 from irflow.tasks.rag.samples import Answer, Context, Prompt, Reply
 
 SERVICE = str(Path(__file__).with_name("_judge_service.py"))
+pytestmark = pytest.mark.filterwarnings("ignore:`langchain-community` is being sunset:DeprecationWarning")
 
 SAMPLES = [
     Answer(
