@@ -15,6 +15,7 @@ from typing import Any
 from prefect import flow, task
 from prefect.cache_policies import NONE
 
+from irflow.flows.stages import link_to_mlflow, prefect_tags
 from irflow.tasks.core.atomic import write_json
 from irflow.tasks.core.output_folder import publish
 from irflow.tasks.online import abtest, abtest_report, abtest_sequential
@@ -83,7 +84,8 @@ def mlflow_metrics(document: dict[str, Any]) -> dict[str, float]:
 
 @task(name="track A/B test", cache_policy=NONE)
 def track_task(config: AbTestConfig, document: dict[str, Any]) -> str:
-    """One MLflow run: settings as params, the figures as metrics, the folder's files as artifacts."""
+    """One MLflow run: settings as params, the figures as metrics, the folder's files as artifacts; linked
+    both ways with this flow run (tags ``prefect.flow_run_id`` and ``mlflow-run:<id>``)."""
     from irflow.tasks.tracking.log import Tracker, ending_runs, tracking_uri
 
     ab = document["abtest"]
@@ -105,10 +107,11 @@ def track_task(config: AbTestConfig, document: dict[str, Any]) -> str:
                 "irflow.version": document["irflow_version"],
             },
             metrics=mlflow_metrics(document),
-            tags={"irflow.abtest_trustworthy": str(ab["trustworthy"]).lower()},
+            tags={**prefect_tags(), "irflow.abtest_trustworthy": str(ab["trustworthy"]).lower()},
         )
         tracker.log_files(run_id, config.output, files=("metrics.json", "report.md", "report.html"))
         tracker.end(run_id)
+    link_to_mlflow(tracker, run_id, f"A/B test {Path(config.log).name}")
     return run_id
 
 
