@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from irflow.tasks.core.schema import InputError
-from irflow.tasks.ingest.readers import fail_at_row, integer_column, read_log_table
+from irflow.tasks.ingest.readers import fail_at_row, integer_column, read_log_table, utc_time_column
 
 SAT_DWELL_S = 30.0
 """A click with at least this dwell is a satisfied click (Fox et al., "Evaluating implicit measures to
@@ -119,13 +119,7 @@ def _days(table: pd.DataFrame, path: Path) -> pd.Series:
         numbers = pd.to_numeric(column, errors="coerce")
         if numbers.notna().all() and (numbers == numbers.round()).all():
             return numbers.astype(np.int64)
-    if pd.api.types.is_datetime64_any_dtype(column):
-        parsed = column.dt.tz_localize("UTC") if column.dt.tz is None else column.dt.tz_convert("UTC")
-    else:
-        strings = column.map(lambda v: v.strip() if isinstance(v, str) else "")
-        parsed = pd.to_datetime(strings, utc=True, format="ISO8601", errors="coerce")
-    if parsed.isna().any():
-        fail_at_row(parsed.isna(), name, "a date (2026-11-26), a day number or an ISO 8601 time", table, path)
+    parsed = utc_time_column(table, name, path, "a date (2026-11-26), a day number or an ISO 8601 time")
     return parsed.dt.strftime("%Y-%m-%d")
 
 
