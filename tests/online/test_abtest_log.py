@@ -107,6 +107,9 @@ def test_report_states_a_mismatch_first(tmp_path: Path) -> None:
     analysis = analyse(ab)
     seq = sequential(ab, analysis["control"], analysis["treatment"], list(analysis["metrics"]))
     assert len(seq["days"]) == 7 and seq["days"][0] == "2026-11-02"
+    for name, values in seq["metrics"].items():  # through the last day: the whole log
+        assert values["difference"][-1] == pytest.approx(analysis["metrics"][name]["difference"], rel=1e-9)
+        assert values["p_value"][-1] == pytest.approx(analysis["metrics"][name]["p_value"], rel=1e-6)
     write_abtest(tmp_path / "out", analysis, seq)
     document = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert document["abtest"]["srm"]["mismatch"] is True

@@ -24,7 +24,6 @@ from irflow.tasks.online.abtest import (
     per_impression_variance,
     ratio_delta,
     srm_test,
-    unit_table,
 )
 from irflow.tasks.online.abtest_log import read_ab_log
 from irflow.tasks.online.abtest_sequential import msprt_p_values
@@ -66,7 +65,7 @@ def test_interval_and_p_value_agree_with_statsmodels_and_the_delta_method_by_han
     from scipy.stats import norm
 
     log = read_ab_log(log_file, "user_id")
-    got = compare(unit_table(log), metric, "control", "treatment")
+    got = compare(log.units(), metric, "control", "treatment")
     raw = pd.read_csv(log_file)
     raw["ctr"] = raw["clicked"]
     raw["mrr"] = np.where(raw["clicked"] == 1, 1 / raw["position"].fillna(1), 0.0)
@@ -105,7 +104,7 @@ def test_interval_and_p_value_agree_with_statsmodels_and_the_delta_method_by_han
 def test_delta_method_matches_a_unit_level_bootstrap(log_file: Path) -> None:
     """Resampling users (not queries) with replacement: the bootstrap's spread of Δ is the delta method's se."""
     log = read_ab_log(log_file, "user_id")
-    units = unit_table(log)
+    units = log.units()
     rng = np.random.default_rng(11)
     for metric, column in (("ctr", "clicks"), ("mrr", "rr")):
         got = compare(units, metric, "control", "treatment")

@@ -120,7 +120,7 @@ def difference_test(
 
 
 def compare(units: pd.DataFrame, metric: str, control: str, treatment: str) -> Comparison:
-    """Compare one metric (a key of :data:`METRICS`) between two arms of a per-unit table (``AbLog.units``)."""
+    """Compare one metric (a key of :data:`METRICS`) between two arms of a per-unit table (``AbLog.units()``)."""
     numerator, squares, _ = METRICS[metric]
     arms = {}
     for arm in (control, treatment):
@@ -203,16 +203,10 @@ def available_metrics(log: AbLog) -> list[str]:
     return [m for m, (_, _, needs) in METRICS.items() if needs == "clicked" or needs in log.has]
 
 
-def unit_table(log: AbLog, through_day: Any = None) -> pd.DataFrame:
-    """Per-unit sums of the log (``AbLog.units``) plus ``abandoned`` (queries without a click)."""
-    units = log.units(through_day)
-    return units.assign(abandoned=units["queries"] - units["successes"])
-
-
 def analyse(log: AbLog, control: str | None = None, treatment_share: float = 0.5) -> dict[str, Any]:
     """The whole comparison as plain data (the ``abtest`` block of metrics.json, without the sequential test)."""
     control, treatment = choose_control(log.arms, control)
-    units = unit_table(log)
+    units = log.units()
     counts = units.groupby("arm")["queries"].agg(["size", "sum"])
     srm = srm_test(int(counts.loc[control, "size"]), int(counts.loc[treatment, "size"]), treatment_share)
     metrics = {m: compare(units, m, control, treatment).as_dict() for m in available_metrics(log)}
@@ -243,5 +237,4 @@ __all__ = [
     "per_impression_variance",
     "ratio_delta",
     "srm_test",
-    "unit_table",
 ]

@@ -33,7 +33,7 @@ SAT_DWELL_S = 30.0
 """A click with at least this dwell is a satisfied click (Fox et al., "Evaluating implicit measures to
 improve web search", TOIS 2005; the 30-second threshold of the SAT-click literature)."""
 
-COUNTS = ("queries", "clicks", "clicks_sq", "successes", "rr", "rr_sq", "satisfied", "conversions")
+COUNTS = ("queries", "clicks", "clicks_sq", "successes", "abandoned", "rr", "rr_sq", "satisfied", "conversions")
 """Per-unit sums the metrics are ratios of (``*_sq``: sums of squares, for the per-impression variance)."""
 
 
@@ -53,9 +53,9 @@ class AbLog:
     rows: pd.DataFrame
     has: frozenset[str]
 
-    def units(self, through_day: Any = None) -> pd.DataFrame:
-        """Per-unit sums (:data:`COUNTS`) with the unit's ``arm``, over the rows up to ``through_day`` (all: None)."""
-        rows = self.rows if through_day is None else self.rows[self.rows["day"] <= through_day]
+    def values(self) -> pd.DataFrame:
+        """Per query shown: ``unit``, ``arm`` (and ``day``) and the value each sum of :data:`COUNTS` adds up."""
+        rows = self.rows
         values = pd.DataFrame(
             {
                 "unit": rows["unit"],
@@ -64,13 +64,20 @@ class AbLog:
                 "clicks": rows["clicks"],
                 "clicks_sq": rows["clicks"] ** 2,
                 "successes": rows["success"],
+                "abandoned": 1 - rows["success"],
                 "rr": rows["rr"],
                 "rr_sq": rows["rr"] ** 2,
                 "satisfied": rows["satisfied"],
                 "conversions": rows["converted"],
             }
         )
-        return values.groupby(["unit", "arm"], sort=False, as_index=False).sum()
+        return values.assign(day=rows["day"]) if "day" in self.has else values
+
+    def units(self) -> pd.DataFrame:
+        """Per-unit sums (:data:`COUNTS`) with the unit's ``arm``: what every metric is a ratio of."""
+        return (
+            self.values().drop(columns="day", errors="ignore").groupby(["unit", "arm"], sort=False).sum().reset_index()
+        )
 
     def days(self) -> list[Any]:
         """The log's days in order (the sequential test reads the log through each)."""

@@ -20,9 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from irflow.tasks.core.schema import InputError
-from irflow.tasks.online.abtest import METRICS, difference_test, ratio_delta, unit_table
+from irflow.tasks.online.abtest import METRICS, difference_test, ratio_delta
 from irflow.tasks.online.abtest_log import AbLog
 
 DEFAULT_TAU = 0.01
@@ -43,23 +44,40 @@ def msprt_p_values(difference: np.ndarray, variance: np.ndarray, tau: float) -> 
 def sequential(
     log: AbLog, control: str, treatment: str, metrics: list[str], tau: float = DEFAULT_TAU
 ) -> dict[str, Any]:
-    """Per day (cumulative): each metric's difference, its fixed-horizon p-value and the always-valid p-value."""
+    """Per day (cumulative): each metric's difference, its fixed-horizon p-value and the always-valid p-value.
+
+    Each unit's sums are carried from day to day (one pass over the rows, then per day one pass over the
+    units seen so far); a day before both arms have two units gives no look.
+    """
+    from irflow.tasks.core.progress import Progress
+
     days = log.days()
+    rows = log.values()
+    codes, units = pd.factorize(rows["unit"])
+    arm_of = rows.groupby(codes)["arm"].first().to_numpy()
+    columns = ["queries", *dict.fromkeys(METRICS[m][0] for m in metrics)]
+    totals = {c: np.zeros(len(units)) for c in columns}
     looks: dict[str, dict[str, list[float]]] = {m: {"difference": [], "variance": [], "p_value": []} for m in metrics}
     used_days = []
-    for day in days:
-        units = unit_table(log, day)
-        arms = [units[units["arm"] == arm] for arm in (control, treatment)]
-        if min(len(a) for a in arms) < 2:  # no variance yet
-            continue
-        used_days.append(day)
-        for metric in metrics:
-            numerator = METRICS[metric][0]
-            c, t = (ratio_delta(a[numerator].to_numpy(np.float64), a["queries"].to_numpy(np.float64)) for a in arms)
-            d, se, p = difference_test(c, t)
-            looks[metric]["difference"].append(float(d))
-            looks[metric]["variance"].append(float(se) ** 2)
-            looks[metric]["p_value"].append(float(p))
+    by_day = rows.groupby("day", sort=True).indices
+    with Progress("sequential test", len(days), unit="days") as progress:
+        for day in days:
+            picked = by_day[day]
+            for column in columns:
+                np.add.at(totals[column], codes[picked], rows[column].to_numpy(np.float64)[picked])
+            progress.advance(1)
+            seen = totals["queries"] > 0
+            masks = [seen & (arm_of == arm) for arm in (control, treatment)]
+            if min(int(m.sum()) for m in masks) < 2:  # no variance yet
+                continue
+            used_days.append(day)
+            for metric in metrics:
+                numerator = totals[METRICS[metric][0]]
+                c, t = (ratio_delta(numerator[m], totals["queries"][m]) for m in masks)
+                d, se, p = difference_test(c, t)
+                looks[metric]["difference"].append(float(d))
+                looks[metric]["variance"].append(float(se) ** 2)
+                looks[metric]["p_value"].append(float(p))
     out: dict[str, Any] = {"tau": tau, "days": [str(d) for d in used_days], "metrics": {}}
     for metric, values in looks.items():
         always = msprt_p_values(np.array(values["difference"]), np.array(values["variance"]), tau)
