@@ -3,16 +3,12 @@
 Every metric is a ratio of two sums over the units (users) of an arm, ``R = Σ_u X_u / Σ_u N_u``, where
 ``N_u`` is the number of queries unit u issued and ``X_u`` what it got out of them:
 
-=================  ==================================================  ===========================
-metric             X_u (numerator per unit)                            needs
-=================  ==================================================  ===========================
-``ctr``            clicks on u's result pages                          ``clicked``
-``success_rate``   u's queries with at least one click                 ``clicked``
-``abandonment``    u's queries without a click (= 1 − success rate)    ``clicked``
-``mrr``            Σ 1/rank of the first click (0 without a click)     ``position``
-``satisfied_rate`` u's queries with a click dwelt on ≥ 30 s            ``dwell``
-``conversion_rate`` u's queries that converted                         ``converted``
-=================  ==================================================  ===========================
+* ``ctr``: clicks on u's result pages (clicks per query shown);
+* ``success_rate``: u's queries with at least one click;
+* ``abandonment``: u's queries without a click (1 − success rate);
+* ``mrr``: Σ 1/rank of the first click, 0 for a query without one (needs ``position``);
+* ``satisfied_rate``: u's queries with a click dwelt on for 30 s or more (needs ``dwell``);
+* ``conversion_rate``: u's queries that converted (needs ``converted``).
 
 (``mrr``: the reciprocal rank of clicks, Radlinski, Kurup and Joachims, "How does clickthrough data
 reflect retrieval quality?", CIKM 2008; ``abandonment``: Li, Huffman and Tokuda, SIGIR 2009.)
@@ -48,17 +44,30 @@ from irflow.tasks.online.abtest_log import AbLog
 SRM_ALPHA = 0.001
 Z_95 = 1.959963984540054  # the normal 0.975 quantile
 
-METRICS: dict[str, tuple[str, str, str]] = {
-    # name: (numerator, sum of squares of the per-query value, what the log must have)
-    "ctr": ("clicks", "clicks_sq", "clicked"),
-    "success_rate": ("successes", "successes", "clicked"),
-    "abandonment": ("abandoned", "abandoned", "clicked"),
-    "mrr": ("rr", "rr_sq", "position"),
-    "satisfied_rate": ("satisfied", "satisfied", "dwell"),
-    "conversion_rate": ("conversions", "conversions", "converted"),
+
+@dataclass(frozen=True)
+class Metric:
+    """A ratio metric: its per-unit numerator column (the denominator is ``queries``), the column of the sum
+    of squares of its per-query value (for the per-impression variance), the log column it needs, and
+    what it is in words (the report's definition)."""
+
+    numerator: str
+    squares: str
+    needs: str
+    meaning: str
+
+
+METRICS: dict[str, Metric] = {
+    "ctr": Metric("clicks", "clicks_sq", "clicked", "clicks per query shown"),
+    "success_rate": Metric("successes", "successes", "clicked", "share of queries with a click"),
+    "abandonment": Metric("abandoned", "abandoned", "clicked", "share of queries without a click"),
+    "mrr": Metric("rr", "rr_sq", "position", "mean over queries of 1/rank of the first click (0 without a click)"),
+    "satisfied_rate": Metric(
+        "satisfied", "satisfied", "dwell", "share of queries with a click dwelt on for 30 s or more"
+    ),
+    "conversion_rate": Metric("conversions", "conversions", "converted", "share of queries that converted"),
 }
-"""Each metric's per-unit numerator column (the denominator is ``queries``), its sum-of-squares column
-and the log column it needs; the values of 0/1 metrics are their own squares."""
+"""The metrics by name (0/1 per-query values are their own squares)."""
 
 
 def ratio_delta(numerator: np.ndarray, denominator: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -121,7 +130,7 @@ def difference_test(
 
 def compare(units: pd.DataFrame, metric: str, control: str, treatment: str) -> Comparison:
     """Compare one metric (a key of :data:`METRICS`) between two arms of a per-unit table (``AbLog.units()``)."""
-    numerator, squares, _ = METRICS[metric]
+    numerator, squares = METRICS[metric].numerator, METRICS[metric].squares
     arms = {}
     for arm in (control, treatment):
         part = units[units["arm"] == arm]
@@ -200,7 +209,7 @@ def choose_control(arms: tuple[str, ...], control: str | None) -> tuple[str, str
 
 def available_metrics(log: AbLog) -> list[str]:
     """The metrics the log's columns allow (``clicked`` always; the others need their column)."""
-    return [m for m, (_, _, needs) in METRICS.items() if needs == "clicked" or needs in log.has]
+    return [m for m, spec in METRICS.items() if spec.needs == "clicked" or spec.needs in log.has]
 
 
 def analyse(log: AbLog, control: str | None = None, treatment_share: float = 0.5) -> dict[str, Any]:
@@ -220,12 +229,13 @@ def analyse(log: AbLog, control: str | None = None, treatment_share: float = 0.5
         "srm": srm.as_dict(),
         "trustworthy": not srm.mismatch,
         "metrics": metrics,
-        "unavailable": {m: needs for m, (_, _, needs) in METRICS.items() if m not in metrics},
+        "unavailable": {m: spec.needs for m, spec in METRICS.items() if m not in metrics},
     }
 
 
 __all__ = [
     "METRICS",
+    "Metric",
     "SRM_ALPHA",
     "Comparison",
     "Srm",

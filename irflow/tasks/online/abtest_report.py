@@ -11,17 +11,9 @@ from typing import Any
 
 from irflow.tasks.core.atomic import atomic_open, write_json
 from irflow.tasks.core.config import irflow_version
+from irflow.tasks.online.abtest import METRICS
 from irflow.tasks.report.format import format_p, md_table, num, signed
 from irflow.tasks.report.html import html_report
-
-DEFINITIONS = {
-    "ctr": "clicks per query shown",
-    "success_rate": "share of queries with a click",
-    "abandonment": "share of queries without a click",
-    "mrr": "mean over queries of 1/rank of the first click (0 without a click)",
-    "satisfied_rate": "share of queries with a click dwelt on for 30 s or more",
-    "conversion_rate": "share of queries that converted",
-}
 
 
 def _interval(ci: list[float], digits: int = 4) -> str:
@@ -96,7 +88,7 @@ def markdown(document: Mapping[str, Any]) -> str:
         "it is shown only to make that visible.",
         "",
     ]
-    lines += [f"* `{m}`: {DEFINITIONS[m]}" for m in ab["metrics"]]
+    lines += [f"* `{m}`: {METRICS[m].meaning}" for m in ab["metrics"]]
     lines += [f"* `{m}`: not computed, the log has no `{needs}` column" for m, needs in ab["unavailable"].items()]
     lines.append("")
     lines += _sequential_lines(document.get("sequential"))

@@ -55,7 +55,7 @@ def sequential(
     rows = log.values()
     codes, units = pd.factorize(rows["unit"])
     arm_of = rows.groupby(codes)["arm"].first().to_numpy()
-    columns = ["queries", *dict.fromkeys(METRICS[m][0] for m in metrics)]
+    columns = ["queries", *dict.fromkeys(METRICS[m].numerator for m in metrics)]
     totals = {c: np.zeros(len(units)) for c in columns}
     looks: dict[str, dict[str, list[float]]] = {m: {"difference": [], "variance": [], "p_value": []} for m in metrics}
     used_days = []
@@ -72,7 +72,7 @@ def sequential(
                 continue
             used_days.append(day)
             for metric in metrics:
-                numerator = totals[METRICS[metric][0]]
+                numerator = totals[METRICS[metric].numerator]
                 c, t = (ratio_delta(numerator[m], totals["queries"][m]) for m in masks)
                 d, se, p = difference_test(c, t)
                 looks[metric]["difference"].append(float(d))
