@@ -11,6 +11,7 @@ import signal
 import sys
 from typing import Any
 
+from irflow.cli.abtest import add_abtest_parser
 from irflow.cli.annotate import add_annotate_parser
 from irflow.cli.datasets import add_datasets_parser
 from irflow.cli.drift import add_drift_parser
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_pool_parsers(sub)
     add_drift_parser(sub)
     add_judges_parser(sub)
+    add_abtest_parser(sub)
     return parser
 
 

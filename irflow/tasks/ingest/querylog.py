@@ -40,7 +40,7 @@ import pandas as pd
 from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.ingest.canonical import CorpusSource, SplitSource
 from irflow.tasks.ingest.custom import base_corpus, base_provenance, base_queries
-from irflow.tasks.ingest.readers import fail_at_row, integer_column, read_log_table
+from irflow.tasks.ingest.readers import fail_at_row, integer_column, read_log_table, utc_time_column
 from irflow.tasks.ingest.records import QrelRow, QueryRecord
 
 SOURCES = ("production", "synthetic", "expert", "click")
@@ -142,7 +142,7 @@ def read_query_log(path: str | Path, default_source: str = "production") -> pd.D
     out = pd.DataFrame({"row": np.arange(1, len(log) + 1), "query": texts, "key": texts.map(keys)})
     out["count"] = integer_column(log["count"], "count", path, 1) if "count" in log.columns else 1
     if "timestamp" in log.columns:
-        out["timestamp"] = _timestamps(log, path)
+        out["timestamp"] = utc_time_column(log, "timestamp", path, _TIME_EXAMPLE)
     for label in LABELS:
         if label in log.columns:
             out[label] = log[label].map(_cell_text)
@@ -154,18 +154,6 @@ def read_query_log(path: str | Path, default_source: str = "production") -> pd.D
     else:
         out["source"] = default_source
     return out
-
-
-def _timestamps(log: pd.DataFrame, path: Path) -> pd.Series:
-    column = log["timestamp"]
-    if pd.api.types.is_datetime64_any_dtype(column):
-        parsed = column.dt.tz_localize("UTC") if column.dt.tz is None else column.dt.tz_convert("UTC")
-    else:
-        strings = column.map(lambda v: v.strip() if isinstance(v, str) else "")
-        parsed = pd.to_datetime(strings, utc=True, format="ISO8601", errors="coerce")
-    if parsed.isna().any():
-        fail_at_row(parsed.isna(), "timestamp", _TIME_EXAMPLE, log, path)
-    return parsed
 
 
 def _mode(rows: pd.DataFrame, column: str) -> pd.Series:

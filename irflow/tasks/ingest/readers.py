@@ -218,6 +218,22 @@ def fail_at_row(bad: Any, name: str, expected: str, table: Any, path: str | Path
     raise InputError(f"row {row + 1}: field {name!r} is {table[name].iloc[row]!r}; expected {expected}", path=str(path))
 
 
+def utc_time_column(table: Any, name: str, path: str | Path, expected: str) -> Any:
+    """A log column as UTC timestamps (datetimes as they are, text as ISO 8601); any other value fails
+    naming the file, row and field, with ``expected`` saying what was expected."""
+    import pandas as pd
+
+    column = table[name]
+    if pd.api.types.is_datetime64_any_dtype(column):
+        parsed = column.dt.tz_localize("UTC") if column.dt.tz is None else column.dt.tz_convert("UTC")
+    else:
+        strings = column.map(lambda v: v.strip() if isinstance(v, str) else "")
+        parsed = pd.to_datetime(strings, utc=True, format="ISO8601", errors="coerce")
+    if parsed.isna().any():
+        fail_at_row(parsed.isna(), name, expected, table, path)
+    return parsed
+
+
 def integer_column(column: Any, name: str, path: str | Path, minimum: int) -> Any:
     """A log column as int64 values >= ``minimum``; any other value fails naming the file, row and field."""
     import numpy as np
