@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from irflow.tasks.core.schema import InputError
 
@@ -174,6 +175,39 @@ def set_power(
     return SetPower(len(d), mean, sd, mean / sd if sd > 0 else 0.0, mde, delta, needed, checked, now, alpha, power)
 
 
+def power_table(
+    per_query: pd.DataFrame,
+    metric: str,
+    baseline: str,
+    delta: float | None = None,
+    *,
+    alpha: float = ALPHA,
+    power: float = POWER,
+    resamples: int = 0,
+    seed: int = 0,
+) -> dict[str, SetPower]:
+    """:func:`set_power` of every other system against ``baseline`` on ``metric``, from a per-query table
+    (``system, query_id, metric, value``; the queries both systems have)."""
+    rows = per_query[per_query["metric"] == metric]
+    if rows.empty:
+        raise InputError(f"no per-query values of {metric!r}; the table has {sorted(per_query['metric'].unique())}")
+    wide = rows.pivot_table(index="query_id", columns="system", values="value", aggfunc="first")
+    if baseline not in wide.columns:
+        raise InputError(f"baseline {baseline!r} is not among the systems {sorted(wide.columns)}")
+    return {
+        str(system): set_power(
+            (wide[system] - wide[baseline]).dropna().to_numpy(),
+            delta,
+            alpha=alpha,
+            power=power,
+            resamples=resamples,
+            seed=seed,
+        )
+        for system in wide.columns
+        if system != baseline
+    }
+
+
 def _check_levels(alpha: float, power: float) -> None:
     if not 0 < alpha < 1 or not 0 < power < 1:
         raise InputError(f"alpha and power must lie in (0, 1), got alpha={alpha}, power={power}")
@@ -184,6 +218,7 @@ __all__ = [
     "POWER",
     "SetPower",
     "minimum_detectable_effect",
+    "power_table",
     "queries_needed",
     "resampled_power",
     "resampled_queries_needed",
