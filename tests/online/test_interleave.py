@@ -133,3 +133,15 @@ def test_house_grades_scale_to_the_datasets_top_grade():
     assert house_grades(binary) == {("q", "a"): 3, ("q", "b"): 0}
     graded = pd.DataFrame({"query_id": ["q"] * 3, "doc_id": ["a", "b", "c"], "relevance": [2, 1, 0]})
     assert house_grades(graded) == {("q", "a"): 3, ("q", "b"): 2, ("q", "c"): 0}
+
+
+def test_a_seed_gives_the_same_users_and_the_same_sample_sizes():
+    from irflow.tasks.online.interleave_power import queries_to_detect
+
+    rng = np.random.default_rng(2)
+    rankings = {f"q{i}": _rankings(rng) for i in range(20)}
+    grades = {(q, a[0]): 3 for q, (a, _) in rankings.items()}
+    runs = [simulate(rankings, grades, ClickModel("cascade"), 1500, seed=4) for _ in range(2)]
+    assert np.array_equal(runs[0].credits, runs[1].credits) and np.array_equal(runs[0].clicks_a, runs[1].clicks_a)
+    sizes = [queries_to_detect(run, replicates=100, seed=1) for run in runs]
+    assert sizes[0] == sizes[1] and sizes[0]["interleaving"]["queries"] is not None

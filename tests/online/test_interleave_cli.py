@@ -128,12 +128,12 @@ def test_power_of_a_run_agrees_with_statsmodels_and_the_report_states_it(tmp_pat
     )
     assert done.returncode == 0, done.stderr
     assert "Minimum detectable difference: with these 80 queries" in (out / "report.md").read_text()
-    done = irflow("power", str(out), "--metric", "nDCG@10", "--delta", "0.05", "--json", env=_env(tmp_path))
+    done = irflow("power", str(out), "--metric", "nDCG@10", "--delta", "0.03", "--json", env=_env(tmp_path))
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)["systems"][SYSTEMS[1]]
     pq = pd.read_parquet(out / "per_query.parquet").pivot_table(index="query_id", columns="system", values="value")
     d = (pq[SYSTEMS[1]] - pq[SYSTEMS[0]]).to_numpy()
-    effect = 0.05 / d.std(ddof=1)
+    effect = 0.03 / d.std(ddof=1)
     assert found["queries_needed"] == math.ceil(TTestPower().solve_power(effect_size=effect, alpha=0.05, power=0.8))
     assert found["queries_needed_resampled"] == pytest.approx(found["queries_needed"], rel=0.10)
     mdd = TTestPower().solve_power(nobs=len(d), alpha=0.05, power=0.8) * d.std(ddof=1)

@@ -7,4 +7,23 @@ simulated or logged clicks, and the statistical power of an offline evaluation s
 
 from __future__ import annotations
 
-__all__: list[str] = []
+# interleaving (helper "interleave"): keep these lines together
+from irflow.tasks.online.clickmodels import ClickModel, house_grades, parse_click_model
+from irflow.tasks.online.interleave import Outcome, Simulation, outcome, simulate, team_draft
+from irflow.tasks.online.interleave_log import log_credits, read_interleaving_log
+from irflow.tasks.online.interleave_power import queries_to_detect
+
+__all__: list[str] = [
+    # interleaving
+    "ClickModel",
+    "Outcome",
+    "Simulation",
+    "house_grades",
+    "log_credits",
+    "outcome",
+    "parse_click_model",
+    "queries_to_detect",
+    "read_interleaving_log",
+    "simulate",
+    "team_draft",
+]
