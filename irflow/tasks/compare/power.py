@@ -106,7 +106,7 @@ def resampled_queries_needed(
     """The smallest n whose :func:`resampled_power` reaches ``power`` (bisection from ``start``, the t
     approximation's answer by default; the same seed at every n, so the curve is monotone in practice)."""
     sd = float(np.std(differences, ddof=1))
-    guess = start or queries_needed(delta / sd, alpha, power) if sd > 0 else None
+    guess = start or (queries_needed(delta / sd, alpha, power) if sd > 0 else None)
     if guess is None:
         return None
 

@@ -98,8 +98,6 @@ class Simulation:
     credits: np.ndarray  # interleaving credit per user
     clicks_a: np.ndarray  # clicks on A's list per user
     clicks_b: np.ndarray  # clicks on B's list per user
-    shown_a: np.ndarray  # results in A's list
-    shown_b: np.ndarray
 
     def per_query(self) -> pd.DataFrame:
         """Per query: impressions, wins, ties, losses (A against B)."""
@@ -115,11 +113,8 @@ class Simulation:
         ).reset_index()
 
     def ctr(self) -> dict[str, float]:
-        """Click-through rate (clicks per result shown) of A's and B's lists over these users."""
-        return {
-            "A": float(self.clicks_a.sum() / max(1, self.shown_a.sum())),
-            "B": float(self.clicks_b.sum() / max(1, self.shown_b.sum())),
-        }
+        """Click-through rate of A's and B's own lists over these users: clicks per query shown."""
+        return {"A": float(self.clicks_a.mean()), "B": float(self.clicks_b.mean())}
 
 
 def simulate(
@@ -151,8 +146,6 @@ def simulate(
         credit(teams, clicks[0]),
         clicks[1].sum(axis=1),
         clicks[2].sum(axis=1),
-        (lists[1] >= 0).sum(axis=1),
-        (lists[2] >= 0).sum(axis=1),
     )
 
 

@@ -4,7 +4,8 @@ same simulated users.
 The procedure (seeded, so the same inputs give the same numbers):
 
 1. The simulated users of :func:`irflow.tasks.online.interleave.simulate` are the population: each has an
-   interleaving credit (+1/0/−1) and the CTR (clicks per result shown) it would give A's list and B's list.
+   interleaving credit (+1/0/−1) and the clicks it would give A's own list and B's own list (its CTR:
+   clicks per query shown; per result shown would reward a system for returning short lists).
    The preference to detect is the population's: the sign of wins − losses for interleaving, of
    CTR_A − CTR_B for the A/B test (if the two disagree, both are reported as found).
 2. For n queries (users) on a grid growing by 2^(1/4) (≈ 19 %) from 16, ``replicates`` experiments are
@@ -81,8 +82,7 @@ def queries_to_detect(
     """The queries the interleaving test and the CTR A/B test each need (see the module), their power
     curves and the ratio A/B ÷ interleaving."""
     rng = np.random.default_rng(seed)
-    shown_a, shown_b = np.maximum(sim.shown_a, 1), np.maximum(sim.shown_b, 1)
-    ctr_a, ctr_b = sim.clicks_a / shown_a, sim.clicks_b / shown_b
+    ctr_a, ctr_b = sim.clicks_a.astype(np.float64), sim.clicks_b.astype(np.float64)
     tests = {
         "interleaving": lambda n: _interleaving_power(sim.credits, n, alpha, rng, replicates),
         "ab_ctr": lambda n: _ab_power(ctr_a, ctr_b, n, alpha, rng, replicates),
