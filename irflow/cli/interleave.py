@@ -27,10 +27,16 @@ def cmd_interleave(args: argparse.Namespace) -> int:
     for name, value in (("--alpha", args.alpha), ("--power", args.power)):
         if not 0 < value < 1:
             raise InputError(f"{name} expects a number between 0 and 1, got {value}")
-    if args.log is not None:  # a bad log fails here, naming its row, before Prefect starts a flow
+    if args.log is not None:  # a bad log, spec or click model fails here, before any flow starts
         from irflow.tasks.online.interleave_log import read_interleaving_log
 
         read_interleaving_log(args.log, systems)
+    else:
+        from irflow.flows.evaluate import validate
+        from irflow.tasks.online.clickmodels import parse_click_model
+
+        validate(args.dataset, systems, [])
+        parse_click_model(args.clicks)
     where = args.dataset or "interleave-logs"
     name = run_identity.run_name(where, ["interleave", *systems])
     if args.output:
