@@ -83,7 +83,7 @@ def cmd_interleave(args: argparse.Namespace) -> int:
 def cmd_power(args: argparse.Namespace) -> int:
     import json
 
-    from irflow.tasks.compare.power import power_table
+    from irflow.tasks.compare.power import RESAMPLE_LIMIT, power_table
     from irflow.tasks.report.results import load_results
 
     stored = load_results(args.result)
@@ -109,6 +109,8 @@ def cmd_power(args: argparse.Namespace) -> int:
     print(f"{args.metric}, paired against {baseline}; {args.power:.0%} power at α = {args.alpha} (two-sided paired t)")
     for system, p in found.items():
         checked = f" (resampling: {p.queries_needed_resampled:,})" if p.queries_needed_resampled else ""
+        if args.resamples and p.queries_needed and p.queries_needed > RESAMPLE_LIMIT:
+            checked = f" (not resampled above {RESAMPLE_LIMIT:,})"
         needed = f"{p.queries_needed:,}{checked}" if p.queries_needed else "none would (Δ = 0)"
         print(
             f"{system}: {p.queries} queries, Δ {p.mean_difference:+.4f} (sd {p.sd_difference:.4f}); "

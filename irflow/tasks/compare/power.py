@@ -27,6 +27,8 @@ from irflow.tasks.core.schema import InputError
 ALPHA = 0.05
 POWER = 0.8
 MAX_QUERIES = 10_000_000
+_RESAMPLE_CELLS = 4_000_000  # differences drawn at once by resampled_power (32 MB)
+RESAMPLE_LIMIT = 50_000  # set_power checks the t approximation by resampling up to this many queries
 
 
 def t_power(effect: float, n: int, alpha: float = ALPHA) -> float:
@@ -89,8 +91,12 @@ def resampled_power(
     d = np.asarray(differences, dtype=np.float64)
     shifted = d - d.mean() + delta
     rng = np.random.default_rng(seed)
-    p = stats.ttest_1samp(rng.choice(shifted, size=(resamples, n)), 0.0, axis=1).pvalue
-    return float(np.mean(np.nan_to_num(p, nan=1.0) < alpha))
+    chunk = max(1, _RESAMPLE_CELLS // n)  # bounded memory: a large n is drawn a few sets at a time
+    significant = 0
+    for start in range(0, resamples, chunk):
+        draws = rng.choice(shifted, size=(min(chunk, resamples - start), n))
+        significant += int(np.sum(np.nan_to_num(stats.ttest_1samp(draws, 0.0, axis=1).pvalue, nan=1.0) < alpha))
+    return significant / resamples
 
 
 def resampled_queries_needed(
@@ -156,7 +162,8 @@ def set_power(
     seed: int = 0,
 ) -> SetPower:
     """The power figures of paired per-query ``differences`` for ``delta`` (default: their mean);
-    ``resamples`` > 0 also checks the queries needed by resampling."""
+    ``resamples`` > 0 also checks the queries needed by resampling (up to :data:`RESAMPLE_LIMIT` queries:
+    beyond, the t approximation is all the more exact and the simulation slow)."""
     d = np.asarray(differences, dtype=np.float64)
     d = d[np.isfinite(d)]
     if len(d) < 2:
@@ -168,7 +175,7 @@ def set_power(
     needed = queries_needed(effect, alpha, power) if math.isfinite(effect) else (2 if effect else None)
     checked = (
         resampled_queries_needed(d, delta, alpha=alpha, power=power, resamples=resamples, seed=seed, start=needed)
-        if resamples > 0 and sd > 0 and delta != 0
+        if resamples > 0 and sd > 0 and delta != 0 and needed is not None and needed <= RESAMPLE_LIMIT
         else None
     )
     now = t_power(effect, len(d), alpha) if math.isfinite(effect) else float(effect != 0)
@@ -216,6 +223,7 @@ def _check_levels(alpha: float, power: float) -> None:
 __all__ = [
     "ALPHA",
     "POWER",
+    "RESAMPLE_LIMIT",
     "SetPower",
     "minimum_detectable_effect",
     "power_table",
