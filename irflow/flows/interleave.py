@@ -24,7 +24,7 @@ from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.metrics import evaluate as evaluate_metrics
 from irflow.tasks.metrics import mean
 from irflow.tasks.online.clickmodels import house_grades, parse_click_model
-from irflow.tasks.online.interleave import outcome, simulate
+from irflow.tasks.online.interleave import credit_table, outcome, simulate
 from irflow.tasks.online.interleave_log import log_credits, read_interleaving_log
 from irflow.tasks.online.interleave_power import queries_to_detect
 from irflow.tasks.online.interleave_report import interleave_document, interleave_markdown, interleave_metrics
@@ -130,17 +130,7 @@ def interleave_flow(
         read, teams = read_interleaving_log(log, tuple(systems))
         credits = log_credits(read)
         document = interleave_document(outcome(credits["credit"].to_numpy(), alpha), teams, mode="log", log=str(log))
-        per_query = (
-            credits.groupby("query", sort=True)["credit"]
-            .agg(
-                impressions="size",
-                wins=lambda c: int((c > 0).sum()),
-                ties=lambda c: int((c == 0).sum()),
-                losses=lambda c: int((c < 0).sum()),
-            )
-            .reset_index()
-            .rename(columns={"query": "query_id"})
-        )
+        per_query = credit_table(credits["query"], credits["credit"])
         name = f"interleave {Path(log).name}"
     else:
         data = ingest_task(str(dataset), split)

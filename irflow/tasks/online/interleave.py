@@ -89,6 +89,16 @@ def outcome(credits: np.ndarray, alpha: float = 0.05) -> Outcome:
     return Outcome(len(c), wins, ties, losses, float(delta), p, prefers, alpha)
 
 
+def credit_table(queries: Sequence[str] | np.ndarray | pd.Series, credits: np.ndarray | pd.Series) -> pd.DataFrame:
+    """Per query (``query_id``): impressions, wins, ties and losses of A against B."""
+    c = np.asarray(credits)
+    table = pd.DataFrame({"query_id": np.asarray(queries, dtype=object), "win": c > 0, "tie": c == 0, "loss": c < 0})
+    grouped = table.groupby("query_id", sort=True)
+    out = grouped[["win", "tie", "loss"]].sum().astype(np.int64)
+    out.columns = ["wins", "ties", "losses"]
+    return out.assign(impressions=grouped.size()).reset_index()[["query_id", "impressions", "wins", "ties", "losses"]]
+
+
 @dataclass
 class Simulation:
     """Simulated users of one query each: the interleaved impression and, for an A/B test on the same
@@ -101,16 +111,7 @@ class Simulation:
 
     def per_query(self) -> pd.DataFrame:
         """Per query: impressions, wins, ties, losses (A against B)."""
-        table = pd.DataFrame({"query_id": self.queries, "credit": self.credits})
-        grouped = table.groupby("query_id", sort=True)["credit"]
-        return pd.DataFrame(
-            {
-                "impressions": grouped.size(),
-                "wins": grouped.apply(lambda c: int((c > 0).sum())),
-                "ties": grouped.apply(lambda c: int((c == 0).sum())),
-                "losses": grouped.apply(lambda c: int((c < 0).sum())),
-            }
-        ).reset_index()
+        return credit_table(self.queries, self.credits)
 
     def ctr(self) -> dict[str, float]:
         """Click-through rate of A's and B's own lists over these users: clicks per query shown."""
@@ -149,4 +150,4 @@ def simulate(
     )
 
 
-__all__ = ["A", "B", "Outcome", "Simulation", "credit", "outcome", "simulate", "team_draft"]
+__all__ = ["A", "B", "Outcome", "Simulation", "credit", "credit_table", "outcome", "simulate", "team_draft"]
