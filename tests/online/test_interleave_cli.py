@@ -78,11 +78,15 @@ def test_a_real_log_is_analysed_and_a_bad_one_named(tmp_path):
         "old",
         "--output",
         str(out),
-        "--no-track",
         env=_env(tmp_path),
     )
     assert done.returncode == 0, done.stderr
-    o = json.loads((out / "metrics.json").read_text())["interleave"]["outcome"]
+    document = json.loads((out / "metrics.json").read_text())
+    o = document["interleave"]["outcome"]
+    run = Tracker().client.get_run(document["mlflow"]["run_id"]).data
+    assert run.params["mode"] == "log" and run.params["system_a"] == "new" and run.metrics["wins"] == o["wins"]
+    per_query = pd.read_parquet(out / "per_query.parquet")
+    assert per_query["impressions"].sum() == o["impressions"] and per_query["query_id"].nunique() == 37
     clicks = table.assign(new=table.clicked * (table.team == "new"), old=table.clicked * (table.team == "old"))
     per = clicks.groupby("impression")[["new", "old"]].sum()
     wins, losses = int((per.new > per.old).sum()), int((per.new < per.old).sum())
