@@ -2,9 +2,10 @@
 higher nDCG@10, and needs fewer queries to do so than a CTR A/B test on the same users.
 
 The corpus is ``scifact(300)`` (tests/_scifact.py): the judged documents of the first 130 test queries
-plus other SciFact documents up to 300, so MiniLM encodes 300 documents (64 tokens each: ~20 s of CPU
-here) instead of 5,183 (minutes). The ranking task is easier than the full corpus, but the two systems
-still differ (nDCG@10 0.85 vs 0.79 on a 400-document subset), which is all the comparison needs.
+plus other SciFact documents up to 300, so MiniLM encodes 300 documents at 64 tokens instead of 5,183
+(minutes): the module takes ~33 s of CPU here, model load included (2.5 min of wall time at a load
+average of 10). The ranking task is easier than on the full corpus, but the two systems still differ
+(nDCG@10 0.85 vs 0.79 on a 400-document subset), which is all the comparison needs.
 """
 
 from __future__ import annotations
