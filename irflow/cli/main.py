@@ -15,6 +15,7 @@ from irflow.cli.abtest import add_abtest_parser
 from irflow.cli.annotate import add_annotate_parser
 from irflow.cli.datasets import add_datasets_parser
 from irflow.cli.drift import add_drift_parser
+from irflow.cli.interleave import add_interleave_parsers
 from irflow.cli.judges import add_judges_parser
 from irflow.cli.orchestration import add_orchestration_parsers
 from irflow.cli.pool import add_pool_parsers
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_drift_parser(sub)
     add_judges_parser(sub)
     add_abtest_parser(sub)
+    add_interleave_parsers(sub)
     return parser
 
 

@@ -10,13 +10,15 @@ Modules: ``significance`` (paired tests on per-query values: Fisher randomizatio
 bootstrap intervals, effect sizes, Holm/Bonferroni/BH corrections), ``family`` (the family a
 correction runs over), ``regression`` (did a system get worse between two runs?), ``analysis``
 (segments, document-type shares, length bias, disagreements, consistency), ``calibration`` (PPI++:
-judge-labelled means corrected by a few human labels, and how many labels a target interval needs).
+judge-labelled means corrected by a few human labels, and how many labels a target interval needs),
+``power`` (the queries a paired comparison needs for 80 % power, and the smallest difference a set detects).
 """
 
 from __future__ import annotations
 
 from irflow.tasks.compare.calibration import Calibrated, calibrate_systems, calibrated_mean, labels_needed
 from irflow.tasks.compare.family import ComparisonFamily, families
+from irflow.tasks.compare.power import SetPower, power_table, queries_needed, set_power
 from irflow.tasks.compare.regression import paired_changes, regressions
 from irflow.tasks.compare.significance import (
     COMPARISON_COLUMNS,
@@ -35,6 +37,7 @@ __all__ = [
     "COMPARISON_COLUMNS",
     "Comparison",
     "ComparisonFamily",
+    "SetPower",
     "bootstrap_ci",
     "calibrate_systems",
     "calibrated_mean",
@@ -46,6 +49,9 @@ __all__ = [
     "families",
     "labels_needed",
     "paired_changes",
+    "power_table",
+    "queries_needed",
     "randomization_test",
     "regressions",
+    "set_power",
 ]

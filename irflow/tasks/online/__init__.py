@@ -14,6 +14,10 @@ from __future__ import annotations
 from irflow.tasks.online.abtest import METRICS, analyse, compare, ratio_delta, srm_test
 from irflow.tasks.online.abtest_log import AbLog, read_ab_log
 from irflow.tasks.online.abtest_sequential import msprt_p_values, sequential
+from irflow.tasks.online.clickmodels import ClickModel, house_grades, parse_click_model
+from irflow.tasks.online.interleave import Outcome, Simulation, outcome, simulate, team_draft
+from irflow.tasks.online.interleave_log import log_credits, read_interleaving_log
+from irflow.tasks.online.interleave_power import queries_to_detect
 
 __all__: list[str] = [
     # A/B tests
@@ -26,4 +30,16 @@ __all__: list[str] = [
     "read_ab_log",
     "sequential",
     "srm_test",
+    # interleaving
+    "ClickModel",
+    "Outcome",
+    "Simulation",
+    "house_grades",
+    "log_credits",
+    "outcome",
+    "parse_click_model",
+    "queries_to_detect",
+    "read_interleaving_log",
+    "simulate",
+    "team_draft",
 ]

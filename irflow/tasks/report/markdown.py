@@ -13,6 +13,7 @@ from irflow.tasks.report.calibration import calibration_section
 from irflow.tasks.report.cost import cost_section
 from irflow.tasks.report.data import ReportData
 from irflow.tasks.report.format import cell, format_p, img, md_table, ms, num
+from irflow.tasks.report.power import power_note
 from irflow.tasks.report.recommendations import recommendations_section
 from irflow.tasks.report.significance import significance_section, summary_section
 
@@ -75,6 +76,7 @@ def markdown_report(
     for note in data.notes:
         lines += [f"> **Note.** {note}", ""]
     lines += summary_section(document, data, plot_files)
+    lines += power_note(data)  # the smallest difference these queries detect
     lines += calibration_section(document)
     lines += recommendations_section(document, data)
     lines += significance_section(data, plot_files)

@@ -1,0 +1,105 @@
+"""The interleaving experiment's result: the metrics document, its report.md and its MLflow figures."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from irflow.tasks.online.interleave import Outcome
+
+
+def interleave_document(outcome: Outcome, systems: tuple[str, str], **parts: Any) -> dict[str, Any]:
+    """``{"interleave": {...}}``: the outcome, the preferred system (its spec or None) and ``parts``
+    (dataset, click model, CTRs, offline metrics, queries to detect, log, settings)."""
+    side = {"A": systems[0], "B": systems[1]}
+    return {
+        "interleave": {
+            "systems": side,
+            "outcome": outcome.as_dict(),
+            "prefers": side.get(outcome.prefers or ""),
+            **{k: v for k, v in parts.items() if v is not None},
+        }
+    }
+
+
+def interleave_metrics(document: Mapping[str, Any]) -> dict[str, float]:
+    """Flat MLflow metrics: wins, ties, losses, delta_ab, p_value, ctr_a/b, queries needed by each test."""
+    block = document["interleave"]
+    out = {k: float(v) for k, v in block["outcome"].items() if k in ("impressions", "wins", "ties", "losses")}
+    out |= {"delta_ab": block["outcome"]["delta_ab"], "p_value": block["outcome"]["p_value"]}
+    for side, value in (block.get("ctr") or {}).items():
+        out[f"ctr_{side.lower()}"] = value
+    sizes = block.get("queries_to_detect") or {}
+    for test in ("interleaving", "ab_ctr"):
+        if (sizes.get(test) or {}).get("queries") is not None:
+            out[f"queries_needed_{test}"] = float(sizes[test]["queries"])
+    if sizes.get("ratio") is not None:
+        out["queries_needed_ratio"] = float(sizes["ratio"])
+    return out
+
+
+def interleave_markdown(document: Mapping[str, Any]) -> str:
+    """report.md of an interleaving experiment."""
+    block = document["interleave"]
+    a, b = block["systems"]["A"], block["systems"]["B"]
+    o = block["outcome"]
+    where = (
+        f"the log `{block['log']}`"
+        if block.get("log")
+        else f"{block['dataset']['name']} ({block['dataset']['split']}), {o['impressions']:,} simulated users, "
+        f"click model `{block['click_model']['kind']}`, top {block['depth']}, seed {block['seed']}"
+    )
+    verdict = (
+        f"**Users prefer `{block['prefers']}`** (p = {o['p_value']:.3g} < α = {o['alpha']})."
+        if block["prefers"]
+        else f"No preference at α = {o['alpha']} (p = {o['p_value']:.3g})."
+    )
+    lines = [
+        f"# Interleaving: `{a}` (A) vs `{b}` (B)",
+        "",
+        f"Team-draft interleaving (Radlinski, Kurup & Joachims 2008) on {where}.",
+        "",
+        verdict,
+        "",
+        "| impressions | A wins | ties | B wins | Δ_AB | p (sign test) |",
+        "|---:|---:|---:|---:|---:|---:|",
+        f"| {o['impressions']:,} | {o['wins']:,} | {o['ties']:,} | {o['losses']:,} | {o['delta_ab']:+.4f} "
+        f"| {o['p_value']:.3g} |",
+        "",
+        "Δ_AB = (A wins + ½ ties) / impressions − ½ (Chapelle et al. 2012); the two-sided exact sign test "
+        "compares A's wins with B's, ties dropped.",
+        "",
+    ]
+    if block.get("offline"):
+        lines += ["Offline, on the dataset's judgements:", ""]
+        lines += [f"- `{s}`: " + ", ".join(f"{m} {v:.4f}" for m, v in ms.items()) for s, ms in block["offline"].items()]
+        lines += [""]
+    if block.get("ctr"):
+        lines += [
+            f"Click-through rate of each system's own list on the same users: A {block['ctr']['A']:.4f}, "
+            f"B {block['ctr']['B']:.4f}.",
+            "",
+        ]
+    sizes = block.get("queries_to_detect")
+    if sizes:
+        lines += [
+            "## Queries needed to detect the preference",
+            "",
+            f"Smallest number of queries with power ≥ {sizes['power']:.0%} at α = {sizes['alpha']} in the "
+            f"population's direction ({sizes['replicates']} seeded experiments per size, drawn from the "
+            f"simulated users; sizes grow by {sizes['grid_step']:.3f}×):",
+            "",
+            "| test | prefers | queries needed |",
+            "|---|---|---:|",
+        ]
+        for test, label in (("interleaving", "interleaving (sign test)"), ("ab_ctr", "A/B test of CTR (Welch t)")):
+            found = sizes[test]
+            n = f"{found['queries']:,}" if found["queries"] is not None else "more than searched"
+            lines.append(f"| {label} | {block['systems'].get(found['prefers'] or '', '-')} | {n} |")
+        if sizes.get("ratio"):
+            lines += ["", f"The A/B test needs {sizes['ratio']:.1f}× the queries interleaving needs."]
+        lines.append("")
+    return "\n".join(lines)
+
+
+__all__ = ["interleave_document", "interleave_markdown", "interleave_metrics"]
