@@ -14,7 +14,7 @@ report counts and names), never a NaN and never a 0.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
@@ -31,7 +31,7 @@ def relevant_ids(qrels: pd.DataFrame, level: int = RELEVANT_GRADE) -> dict[str, 
 
 
 def id_based(
-    metric: str, answers: Sequence[Answer], relevant: dict[str, set[str]]
+    metric: str, answers: Sequence[Answer], relevant: Mapping[str, set[str]]
 ) -> list[tuple[float | None, str | None]]:
     """One ``(value, error)`` per answer for ``metric`` (one of :data:`ID_METRICS`); error None when valued."""
     out: list[tuple[float | None, str | None]] = []
