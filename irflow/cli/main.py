@@ -17,6 +17,7 @@ from irflow.cli.drift import add_drift_parser
 from irflow.cli.judges import add_judges_parser
 from irflow.cli.orchestration import add_orchestration_parsers
 from irflow.cli.pool import add_pool_parsers
+from irflow.cli.rag import add_rag_parser
 from irflow.cli.report import add_report_parser
 from irflow.cli.run import add_run_parser
 from irflow.cli.terminal import configure_logging
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_pool_parsers(sub)
     add_drift_parser(sub)
     add_judges_parser(sub)
+    add_rag_parser(sub)
     return parser
 
 
