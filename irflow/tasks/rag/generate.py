@@ -46,10 +46,11 @@ def render_prompt(question: str, contexts: Sequence[Context]) -> Prompt:
 
 
 def leading_sentence(text: str) -> str:
-    """A passage's first sentence (or first line), the title left out when the passage has one."""
+    """A passage's first sentence (or first line), the title left out when the passage has one, and a line
+    that only introduces what follows (a forum post's "someone asked:") skipped."""
     body = text.split("\n\n", 1)[1] if "\n\n" in text else text
     for piece in _SENTENCE.split(body.strip()):
-        if piece.strip():
+        if piece.strip() and not piece.rstrip().endswith(":"):
             return piece.strip()
     return ""
 
