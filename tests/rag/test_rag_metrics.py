@@ -93,7 +93,10 @@ def test_answers_files_are_validated_with_file_and_line(tmp_path: Path, techdocs
         ({"query_id": "td-q-002", "answer": 3, "contexts": []}, r"answers.jsonl:2: 'answer' must be a string"),
         ({"query_id": "td-q-002", "answer": "a", "contexts": "td-doc-1"}, r":2: 'contexts' must be a list"),
         ({"query_id": "td-q-002", "answer": "a", "contexts": [{"id": "x"}]}, r":2: contexts\[0\] must be"),
-        ({"query_id": "td-q-001", "answer": "a", "contexts": []}, r":2: query 'td-q-001' was already answered on line 1"),
+        (
+            {"query_id": "td-q-001", "answer": "a", "contexts": []},
+            r":2: query 'td-q-001' was already answered on line 1",
+        ),
         ({"query_id": "td-q-002", "answer": "a", "contexts": [], "reference": 1}, r":2: 'reference' must be"),
     ]
     for row, match in bad:

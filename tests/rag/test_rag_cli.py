@@ -1,0 +1,132 @@
+"""``irflow rag`` end to end: the offline demo (extractive answers from two systems, tracked, a paired test)
+and generation by a scripted OpenAI-compatible server on 127.0.0.1 (tests/_rag_chat_service.py): failures
+counted and named, a rerun asks only what was not answered, the key in no file, log or MLflow record."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from _cli import ROOT, irflow, script_server
+
+from irflow.tasks.ingest import load_dataset
+from irflow.tasks.rag.id_based import ID_METRICS
+
+SERVICE = str(ROOT / "tests" / "_rag_chat_service.py")
+KEY = "sk-test-rag-0123456789abcdef"
+
+
+def _runs(experiment: str = "irflow") -> list[Any]:
+    import mlflow
+
+    mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
+    return mlflow.search_runs(experiment_names=[experiment], output_format="list")
+
+
+def _files_holding(folder: Path, secret: str) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+
+
+@pytest.mark.e2e
+def test_the_offline_demo_reports_id_based_metrics_with_a_paired_test(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    args = ["rag", "--dataset", "techdocs", "--system", "bm25", "--system", "hybrid:bm25+dense:minilm"]
+    done = irflow(*args, "--generator", "extractive", "--output", str(out), env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    hybrid = "hybrid:bm25+dense:sentence-transformers/all-MiniLM-L6-v2"
+    assert "bm25" in done.stdout and hybrid in done.stdout and str(out) in done.stdout
+
+    document = json.loads((out / "metrics.json").read_text())
+    assert document["kind"] == "rag" and document["measures"] == list(ID_METRICS)
+    assert list(document["configurations"]) == ["bm25", hybrid] and document["baseline"] == "bm25"
+    for block in document["summary"].values():
+        for row in block.values():
+            assert row["n"] == 80 and row["failed"] == 0 and row["ci_low"] <= row["mean"] <= row["ci_high"]
+    per_query = pd.read_parquet(out / "per_query.parquet")
+    assert len(per_query) == 2 * 2 * 80 and per_query["value"].between(0, 1).all()
+    means = per_query.groupby(["system", "metric"])["value"].mean()
+    assert means[("bm25", "id_based_context_recall")] == pytest.approx(
+        document["systems"]["bm25"]["id_based_context_recall"]
+    )
+
+    tests = pd.read_csv(out / "significance.csv")
+    assert (
+        sorted(tests["metric"]) == sorted(ID_METRICS)
+        and (tests["candidate"] == hybrid).all()
+        and (tests["n"] == 80).all()
+    )
+    report = (out / "report.md").read_text()
+    assert "## Answers" in report and "### Paired tests against `bm25`" in report and "### Examples" in report
+    assert "(grade 3)" in report and "Answers" in (out / "report.html").read_text()
+    answers = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+    assert len(answers) == 160 and all(a["answer"] and len(a["contexts"]) <= 5 for a in answers)
+
+    runs = _runs()
+    parent = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert parent[0].data.tags["irflow.evaluation"] == "rag"
+    assert len(parent) == 1 and parent[0].data.params["dataset.name"] == "techdocs"
+    children = {
+        r.data.tags["irflow.system"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent[0].info.run_id
+    }
+    assert set(children) == {"bm25", hybrid}
+    bm25 = children["bm25"].data.metrics
+    assert bm25["id_based_context_precision"] == pytest.approx(
+        document["systems"]["bm25"]["id_based_context_precision"]
+    )
+    assert bm25["id_based_context_precision.failed"] == 0
+
+
+@pytest.mark.e2e
+def test_generation_by_a_chat_server_is_cached_counted_and_keeps_the_key_out(tmp_path: Path) -> None:
+    cache = Path(os.environ["IRFLOW_CACHE_DIR"])
+    log = tmp_path / "chat.jsonl"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENAI_API_KEY": KEY}
+    questions = load_dataset("techdocs").queries.set_index("query_id")["text"]
+    flaky = sorted(q for q, text in questions.items() if "filtered" in text)
+    leaky = [q for q, text in questions.items() if "containers" in text]
+    assert flaky and leaky
+    with script_server(SERVICE, str(log), KEY) as port:
+        generator = f"openai(max_retries=0,concurrency=4,price=0.002):fake@http://127.0.0.1:{port}/v1"
+        args = ["rag", "--system", "bm25", "--generator", generator, "--k", "3"]
+        dry = irflow(*args, "--dry-run", env=env)
+        assert dry.returncode == 0, dry.stderr[-2000:]
+        assert re.search(r"generation \(openai:fake@http://127.0.0.1:\d+/v1\): 80 calls \(0 cached\)", dry.stdout)
+        assert not log.exists()
+
+        first = irflow(*args, "--output", str(tmp_path / "one"), env=env)
+        assert first.returncode == 0, first.stderr[-3000:]
+        calls = [json.loads(line) for line in log.read_text().splitlines()]
+        assert len(calls) == 80 and all(c["response_format"] is None for c in calls if c["status"] == 200)
+        document = json.loads((tmp_path / "one" / "metrics.json").read_text())
+        usage = document["usage"]["generation"]
+        assert usage["calls"] == 80 and usage["cached"] == 0 and usage["failed"] == len(flaky)
+        assert usage["completion_tokens"] == 10 * (80 - len(flaky)) and usage["tokens_counted_by"] == "provider"
+        assert usage["usd"] == pytest.approx((usage["prompt_tokens"] + usage["completion_tokens"]) / 1000 * 0.002)
+        rows = {
+            a["query_id"]: a for a in map(json.loads, (tmp_path / "one" / "answers.jsonl").read_text().splitlines())
+        }
+        assert all(rows[q]["answer"] is None and "500" in rows[q]["error"] for q in flaky)
+        assert all("***" in rows[q]["answer"] for q in leaky)  # the answer quoted the header: stored redacted
+        assert rows["td-q-002"]["answer"].startswith("From [1]: ") and len(rows["td-q-002"]["contexts"]) == 3
+
+        again = irflow(*args, "--output", str(tmp_path / "two"), "--no-track", env=env)
+        assert again.returncode == 0, again.stderr[-3000:]
+        resent = [json.loads(line) for line in log.read_text().splitlines()][80:]
+        assert sorted(c["question"] for c in resent) == sorted(questions[q] for q in flaky)  # only the failed ones
+        second = json.loads((tmp_path / "two" / "metrics.json").read_text())["usage"]["generation"]
+        assert second["cached"] == 80 - len(flaky) and second["calls"] == len(flaky)
+        one, two = (pd.read_parquet(tmp_path / d / "per_query.parquet") for d in ("one", "two"))
+        pd.testing.assert_frame_equal(one, two)
+        dry = irflow(*args, "--dry-run", env=env)
+        assert ": 80 calls" not in dry.stdout and len(log.read_text().splitlines()) == 80 + len(flaky)
+
+    mlruns = Path(os.environ["MLFLOW_TRACKING_URI"].removeprefix("sqlite:///")).parent
+    for where in (tmp_path, cache, mlruns):
+        assert _files_holding(where, KEY) == []
+    for output in (dry, first, again):
+        assert KEY not in output.stdout + output.stderr
