@@ -1,0 +1,219 @@
+"""The judge of RAG answers, calibrated by human verdicts on some of them (issue 26, item 4).
+
+A human verdict file holds rows ``query_id``, ``metric`` (one of the LLM-judged metrics), ``value`` and
+optionally ``system`` (JSON Lines or CSV; every row checked, errors name the file and line). For every
+system and metric, with labelled = the answers both the judge and a human scored and unlabelled = the
+answers only the judge scored, :func:`calibrate_answers` gives the PPI++ estimate of the human mean with
+power tuning, its interval and the human labels needed for a target half-width (computed by
+:mod:`irflow.tasks.compare.calibration`, the same code as ``irflow run --human``), the same for the paired
+difference against a baseline system, and how far the judge is from the humans where both exist
+(:func:`answer_agreement`). An answer the judge could not score has no judge value: it is neither labelled
+nor unlabelled (never a 0), and it is counted.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from irflow.tasks.compare.calibration import calibrate_systems
+from irflow.tasks.core.schema import InputError
+from irflow.tasks.evalsets.pool import krippendorff_alpha
+from irflow.tasks.ingest.readers import iter_jsonl, require_id
+from irflow.tasks.rag.judged import LLM_METRICS
+
+__all__ = ["answer_agreement", "calibrate_answers", "read_human_verdicts"]
+
+COLUMNS = ["system", "query_id", "metric", "value"]
+
+
+def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    if path.suffix.lower() == ".csv":
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            missing = {"query_id", "metric", "value"} - set(reader.fieldnames or [])
+            if missing:
+                raise InputError(
+                    f"the header lacks {', '.join(sorted(missing))}; expected columns query_id, metric, value "
+                    "and optionally system",
+                    path=str(path),
+                    line=1,
+                )
+            for row in reader:
+                yield reader.line_num, {k: v for k, v in row.items() if v not in (None, "")}
+    elif path.suffix.lower() in (".jsonl", ".json"):
+        yield from iter_jsonl(path)
+    else:
+        raise InputError(f"unknown human verdict format {path.suffix!r}; expected .jsonl or .csv", path=str(path))
+
+
+def _value(raw: Any, metric: str, path: Path, line: int) -> float:
+    low = -1.0 if metric == "answer_relevancy" else 0.0  # a cosine may be negative
+    try:
+        value = float(raw) if not isinstance(raw, bool) else math.nan
+    except (TypeError, ValueError):
+        value = math.nan
+    if not low <= value <= 1.0:
+        raise InputError(f"field 'value' is {raw!r}; expected a number from {low:g} to 1", path=str(path), line=line)
+    return value
+
+
+def read_human_verdicts(path: str | Path) -> pd.DataFrame:
+    """Human verdicts as rows ``system`` (None when the file names none), ``query_id``, ``metric``, ``value``;
+    a malformed row, an unknown metric or a second verdict for the same answer and metric fails naming the
+    file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("no such file; expected human verdicts (.jsonl or .csv)", path=str(path))
+    rows: list[tuple[str | None, str, str, float]] = []
+    seen: dict[tuple[str | None, str, str], int] = {}
+    for line, obj in _rows(path):
+        query_id = require_id(obj, "query_id", path, line)
+        metric = obj.get("metric")
+        if metric not in LLM_METRICS:
+            raise InputError(
+                f"field 'metric' is {metric!r}; expected one of {', '.join(LLM_METRICS)}", path=str(path), line=line
+            )
+        system = obj.get("system")
+        if system is not None and not isinstance(system, str):
+            raise InputError(f"field 'system' is {system!r}; expected a system name", path=str(path), line=line)
+        key = (system, query_id, metric)
+        if key in seen:
+            raise InputError(
+                f"a second verdict on {metric} of query {query_id!r}{f' by {system}' if system else ''} "
+                f"(the first is on line {seen[key]}); expected one per answer and metric",
+                path=str(path),
+                line=line,
+            )
+        seen[key] = line
+        rows.append((system, query_id, metric, _value(obj.get("value"), metric, path, line)))
+    if not rows:
+        raise InputError("no human verdicts; expected rows with query_id, metric, value", path=str(path))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _assign_systems(human: pd.DataFrame, systems: list[str]) -> pd.DataFrame:
+    """Rows naming no system belong to the run's only system; with several, each row must name one."""
+    unnamed = human["system"].isna()
+    if unnamed.any():
+        if len(systems) != 1:
+            raise InputError(
+                f"{int(unnamed.sum())} human verdicts name no system, but the run has {len(systems)} "
+                f"({', '.join(systems)}); expected a 'system' field on every verdict"
+            )
+        human = human.assign(system=human["system"].fillna(systems[0]))
+    return human
+
+
+def answer_agreement(judge: pd.Series, human: pd.Series) -> dict[str, Any]:
+    """How far judge scores are from human verdicts on the same answers (two aligned series): ``n``,
+    ``mean_judge``, ``mean_human``, ``bias`` (judge − human; > 0: lenient), ``mae``, Pearson's ``r``,
+    Spearman's ``rho`` and Krippendorff's interval ``alpha`` (None where undefined, e.g. constant scores)."""
+    j, h = judge.to_numpy(np.float64), human.to_numpy(np.float64)
+
+    def defined(value: float) -> float | None:
+        return None if math.isnan(value) else float(value)
+
+    varied = j.size >= 2 and np.ptp(j) > 0 and np.ptp(h) > 0
+    pooled = np.concatenate([j, h])
+    return {
+        "n": int(j.size),
+        "mean_judge": float(j.mean()),
+        "mean_human": float(h.mean()),
+        "bias": float(j.mean() - h.mean()),
+        "mae": float(np.abs(j - h).mean()),
+        "r": defined(stats.pearsonr(j, h).statistic) if varied else None,
+        "rho": defined(stats.spearmanr(j, h).statistic) if varied else None,
+        "alpha_interval": defined(krippendorff_alpha(np.column_stack([h, j]), "interval"))
+        if np.ptp(pooled) > 0
+        else None,
+    }
+
+
+def calibrate_answers(
+    judged: pd.DataFrame,
+    human: pd.DataFrame,
+    baseline: str | None = None,
+    *,
+    half_width: float = 0.02,
+    alpha: float = 0.05,
+) -> dict[str, Any]:
+    """PPI++ per system and metric of the judge's per-answer scores (``judged``: ``system``, ``query_id``,
+    ``metric``, ``value``; value None/NaN where judging failed) corrected by ``human`` verdicts (from
+    :func:`read_human_verdicts`).
+
+    Returns ``calibrated`` ({system: {metric: block}}, blocks as ``calibrate_systems``'s: ``estimate``,
+    ``ci``, ``judge_only``, ``n_human``, ``n_judge_only``, ``lambda``, ``labels_needed`` and, against
+    ``baseline``, ``difference``), ``agreement`` ({system: {metric: answer_agreement}}), ``notes`` (where
+    calibrated and judge-only conclusions differ, and what could not be calibrated and why) and ``counts``
+    (human verdicts used, on answers the judge failed on, on answers the run does not have)."""
+    judged = judged.astype({"value": np.float64})
+    systems = sorted(judged["system"].unique())
+    human = _assign_systems(human, systems)
+    scored = judged.dropna(subset=["value"])
+    keys = ["system", "query_id", "metric"]
+    both = human.merge(judged, on=keys, how="left", suffixes=("_human", "_judge"), indicator=True)
+    unknown = both[both["_merge"] == "left_only"]
+    failed = both[(both["_merge"] == "both") & both["value_judge"].isna()]
+    paired = both.dropna(subset=["value_judge"])
+    result: dict[str, Any] = {"calibrated": {}, "agreement": {}, "notes": []}
+    result["counts"] = {
+        "human": len(human),
+        "paired": len(paired),
+        "judge_failed": len(failed),
+        "unknown": len(unknown),
+        "unknown_examples": [f"{r.system}/{r.query_id}" for r in unknown.head(5).itertuples()],
+    }
+    for (system, metric), group in paired.groupby(["system", "metric"], sort=True):
+        agreement = answer_agreement(group["value_judge"], group["value_human"])
+        result["agreement"].setdefault(system, {})[metric] = agreement
+    for (system, metric), group in scored.groupby(["system", "metric"], sort=True):
+        labels = human[(human["system"] == system) & (human["metric"] == metric)]
+        try:
+            blocks, _ = calibrate_systems(group[COLUMNS], labels[COLUMNS], half_width=half_width, alpha=alpha)
+        except InputError as err:
+            result["notes"].append(f"{metric}, {system}: not calibrated: {err}")
+            continue
+        block = blocks[system][metric]
+        if baseline is not None and system != baseline:
+            block["difference"] = _difference(scored, human, system, baseline, metric, half_width, alpha, result)
+        result["calibrated"].setdefault(system, {})[metric] = block
+    return result
+
+
+def _difference(
+    scored: pd.DataFrame,
+    human: pd.DataFrame,
+    system: str,
+    baseline: str,
+    metric: str,
+    half_width: float,
+    alpha: float,
+    result: dict[str, Any],
+) -> dict[str, Any] | None:
+    """The calibrated paired difference ``system − baseline`` on the answers the judge scored for both,
+    labelled where humans judged both; None (with a note) when there are too few."""
+    pair = scored[scored["system"].isin([system, baseline]) & (scored["metric"] == metric)]
+    shared = pair.groupby("query_id")["system"].nunique().loc[lambda n: n == 2].index
+    labels = human[human["system"].isin([system, baseline]) & (human["metric"] == metric)]
+    labelled = labels.groupby("query_id")["system"].nunique().loc[lambda n: n == 2].index
+    try:
+        blocks, notes = calibrate_systems(
+            pair[pair["query_id"].isin(shared)][COLUMNS],
+            labels[labels["query_id"].isin(labelled)][COLUMNS],
+            baseline,
+            half_width=half_width,
+            alpha=alpha,
+        )
+    except InputError as err:
+        result["notes"].append(f"{metric}, {system} against {baseline}: not calibrated: {err}")
+        return None
+    result["notes"].extend(notes)
+    return dict(blocks[system][metric]["difference"])
