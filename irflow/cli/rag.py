@@ -44,10 +44,7 @@ def cmd_rag(args: argparse.Namespace) -> int:
     )
     print()
     print(summary_table(document))
-    print(
-        f"\nresults: {document['output']}/ "
-        "(metrics.json, per_query.parquet, answers.jsonl, report.md, report.html)"
-    )
+    print(f"\nresults: {document['output']}/ (metrics.json, per_query.parquet, answers.jsonl, report.md, report.html)")
     print(run_summary(document))
     return 0
 

@@ -32,26 +32,26 @@ from irflow.tasks.ingest import check_name
 from irflow.tasks.rag import answers as answer_files
 from irflow.tasks.rag.generate import Generator, generate, parse_generator
 from irflow.tasks.rag.id_based import ID_METRICS, relevant_ids
+from irflow.tasks.rag.judged import LLM_METRICS
 from irflow.tasks.rag.llm import CachedAsk, Usage, answer_cache, make_llm
 from irflow.tasks.rag.outputs import write_rag_outputs
 from irflow.tasks.rag.samples import Answer
-from irflow.tasks.rag.score import Configuration, Judge, Scores, paired_tests, score, summary
+from irflow.tasks.rag.score import (
+    DEFAULT_EMBEDDER,
+    Configuration,
+    Judge,
+    Scores,
+    bind_judge,
+    paired_tests,
+    score,
+    summary,
+)
 from irflow.tasks.systems.specs import as_spec
 from irflow.tasks.tracking.log import TrackingOptions, check_tracking
 from irflow.tasks.tracking.rag import log_rag
 
 DEFAULT_K = 5
 MAX_K = 100
-
-
-def llm_metrics() -> tuple[str, ...]:
-    """The LLM-judged metrics this build offers (``tasks.rag.judged``, when present)."""
-    return ()
-
-
-def make_judge_fn(judge: str, embedder: str | None) -> Judge:
-    """``judge(metric, answers, ask)`` for the LLM-judged metrics, the embedder bound (answer relevancy)."""
-    raise InputError("--judge: the LLM-judged metrics are not part of this build")
 
 
 def configuration_names(answers: Sequence[str]) -> list[str]:
@@ -87,8 +87,8 @@ def validate_rag(
     specs = list(dict.fromkeys(str(as_spec(s)) for s in systems))
     check_models(specs)
     parsed = parse_generator(generator) if generator is not None else None
-    known = (*ID_METRICS, *llm_metrics())
-    chosen = list(dict.fromkeys(metrics or (*ID_METRICS, *(llm_metrics() if judge else ()))))
+    known = (*ID_METRICS, *LLM_METRICS)
+    chosen = list(dict.fromkeys(metrics or (*ID_METRICS, *(LLM_METRICS if judge else ()))))
     for m in chosen:
         if m not in known:
             raise UnknownNameError(f"--metric: unknown RAG metric {m!r}; available: {', '.join(known)}")
@@ -261,7 +261,7 @@ def _rag(
     if tracking.enabled:
         check_tracking(experiment=tracking.experiment)
         tracking = tracking.model_copy(update={"run_name": name, "started_ms": int(time.time() * 1000)})
-    judge_fn = make_judge_fn(judge, embedder) if judge is not None else None
+    judge_fn = bind_judge(embedder or DEFAULT_EMBEDDER) if judge is not None else None
     cache = answer_cache()
     usage: dict[str, Usage] = {}
     gen_ask = None

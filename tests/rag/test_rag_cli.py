@@ -130,3 +130,69 @@ def test_generation_by_a_chat_server_is_cached_counted_and_keeps_the_key_out(tmp
         assert _files_holding(where, KEY) == []
     for output in (dry, first, again):
         assert KEY not in output.stdout + output.stderr
+
+
+JUDGE = str(ROOT / "tests" / "rag" / "_judge_service.py")
+
+
+@pytest.mark.e2e
+def test_answers_files_judged_by_a_scripted_judge_with_repeats_and_a_cached_rerun(tmp_path: Path) -> None:
+    """Two pipelines' answers files, every LLM-judged metric from the scripted judge (tests/rag/_judge_service.py),
+    asked twice (--judge-repeats 2: both repeats real calls); a rerun sends no request and gives the same numbers."""
+    data = load_dataset("techdocs")
+    texts = data.corpus.set_index("doc_id")["text"]
+    relevant = data.qrels[data.qrels["relevance"] >= 2].groupby("query_id")["doc_id"].apply(list)
+    qids = ["td-q-001", "td-q-003", "td-q-004", "td-q-005"]
+    rows = {"a": [], "b": []}
+    for i, q in enumerate(qids):
+        docs = relevant[q][:2]
+        contexts = [{"doc_id": d} for d in docs]
+        sentence = re.split(r"(?<=[.!?])\s+", texts[docs[0]].strip())[0]
+        extra = {"reference": sentence} if i < 2 else {}
+        rows["a"].append({"query_id": q, "answer": sentence, "contexts": contexts, **extra})
+        rows["b"].append({"query_id": q, "answer": "Perhaps zyxwv. Not sure about qwrtp.", "contexts": contexts[:1]})
+    files = []
+    for name, lines in rows.items():
+        (tmp_path / f"{name}.jsonl").write_text("\n".join(json.dumps(r) for r in lines) + "\n")
+        files += ["--answers", str(tmp_path / f"{name}.jsonl")]
+    log = tmp_path / "judge.jsonl"
+    with script_server(JUDGE, str(log)) as port:
+        args = ["rag", *files, "--judge", f"openai:judge@http://127.0.0.1:{port}/v1", "--judge-repeats", "2"]
+        first = irflow(
+            *args, "--output", str(tmp_path / "one"), "--no-track", env={**os.environ, "HF_HUB_OFFLINE": "1"}
+        )
+        assert first.returncode == 0, first.stderr[-3000:]
+        sent = len(log.read_text().splitlines())
+        again = irflow(
+            *args, "--output", str(tmp_path / "two"), "--no-track", env={**os.environ, "HF_HUB_OFFLINE": "1"}
+        )
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert len(log.read_text().splitlines()) == sent  # every call answered from the cache
+
+    from irflow.tasks.rag.answers import dataset_references
+    from irflow.tasks.rag.judged import LLM_METRICS, NEEDS_REFERENCE
+
+    document = json.loads((tmp_path / "one" / "metrics.json").read_text())
+    assert document["measures"] == [*ID_METRICS, *LLM_METRICS] and document["baseline"] == "a"
+    usage = document["usage"]["judging"]
+    assert usage["calls"] == sent and sent % 2 == 0 and usage["cached"] == 0  # repeat 1 asked everything again
+    assert json.loads((tmp_path / "two" / "metrics.json").read_text())["usage"]["judging"]["calls"] == 0
+    for metric in LLM_METRICS:
+        assert document["summary"]["a"][metric]["repeat_sd"] == 0.0  # the scripted judge never changes its mind
+    one, two = (pd.read_parquet(tmp_path / d / "per_query.parquet") for d in ("one", "two"))
+    pd.testing.assert_frame_equal(one, two)
+    value = one.set_index(["system", "query_id", "metric"])["value"]
+    assert all(value[("a", q, "faithfulness")] == 1.0 for q in qids)  # a sentence of its own context
+    assert all(value[("b", q, "faithfulness")] == 0.0 for q in qids)
+    assert all(value[("b", q, "answer_relevancy")] == 0.0 for q in qids)  # noncommittal
+    shipped = dataset_references(data)
+    unreferenced = {q for q in qids[2:] if q not in shipped}
+    failures = pd.read_csv(tmp_path / "one" / "failures.csv")
+    failed_a = failures[failures["system"] == "a"]
+    assert set(failed_a["metric"]) <= NEEDS_REFERENCE and set(failed_a["query_id"]) == unreferenced
+    assert failures["error"].notna().all() and not one["value"].isna().any()
+    tests = pd.read_csv(tmp_path / "one" / "significance.csv")
+    assert (tests[tests["metric"] == "faithfulness"]["delta"] == -1.0).all()
+    answers = [json.loads(line) for line in (tmp_path / "one" / "answers.jsonl").read_text().splitlines()]
+    assert all(a["verdicts"].get("faithfulness") for a in answers)
+    assert "- faithfulness: " in (tmp_path / "one" / "report.md").read_text()  # the judge's verdicts, shown

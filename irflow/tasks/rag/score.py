@@ -19,11 +19,32 @@ import pandas as pd
 
 from irflow.tasks.compare.significance import COMPARISON_COLUMNS, bootstrap_ci, compare_all, correct
 from irflow.tasks.rag.id_based import ID_METRICS, id_based
+from irflow.tasks.rag.judged import judge as judge_metric
 from irflow.tasks.rag.samples import Answer, Ask
 
 Judge = Callable[[str, Sequence[Answer], Ask], Sequence[Any]]
 """``judge(metric, answers, ask)`` -> one result per answer with ``value``, ``error`` and ``detail``
 (:func:`irflow.tasks.rag.judged.judge` with its embedder bound)."""
+
+
+DEFAULT_EMBEDDER = "minilm"  # answer relevancy's embedding model (STACK.md: the local MiniLM)
+
+
+def bind_judge(embedder: str = DEFAULT_EMBEDDER) -> Judge:
+    """:func:`irflow.tasks.rag.judged.judge` with the embedding model ``embedder`` (any irflow model alias,
+    local or API) bound for answer relevancy; the model is resolved now and loaded on first use."""
+    from irflow.tasks.embed.inference import encode
+    from irflow.tasks.embed.models import resolve_model
+
+    model = resolve_model(embedder)
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        return encode(model, list(texts), prompt="", max_seq_length=None)
+
+    def judge(metric: str, answers: Sequence[Answer], ask: Ask) -> list[Any]:
+        return judge_metric(metric, answers, ask, embed)
+
+    return judge
 
 
 @dataclass(frozen=True)
