@@ -44,6 +44,9 @@ def cmd_rag(args: argparse.Namespace) -> int:
     )
     print()
     print(summary_table(document))
+    for config, problems in (document.get("answers_file_problems") or {}).items():
+        for what, p in problems.items():
+            print(f"{config}: {p['count']} {what.replace('_', ' ')} left out, e.g. {', '.join(p['first'])}")
     print(f"\nresults: {document['output']}/ (metrics.json, per_query.parquet, answers.jsonl, report.md, report.html)")
     print(run_summary(document))
     return 0

@@ -150,7 +150,8 @@ def test_answers_files_judged_by_a_scripted_judge_with_repeats_and_a_cached_reru
         sentence = re.split(r"(?<=[.!?])\s+", texts[docs[0]].strip())[0]
         extra = {"reference": sentence} if i < 2 else {}
         rows["a"].append({"query_id": q, "answer": sentence, "contexts": contexts, **extra})
-        rows["b"].append({"query_id": q, "answer": "Perhaps zyxwv. Not sure about qwrtp.", "contexts": contexts[:1]})
+        unsure = "Perhaps zyxwv, I am not sure about qwrtp."
+        rows["b"].append({"query_id": q, "answer": unsure, "contexts": contexts[:1]})
     files = []
     for name, lines in rows.items():
         (tmp_path / f"{name}.jsonl").write_text("\n".join(json.dumps(r) for r in lines) + "\n")
