@@ -87,6 +87,8 @@ def validate_rag(
     specs = list(dict.fromkeys(str(as_spec(s)) for s in systems))
     check_models(specs)
     parsed = parse_generator(generator) if generator is not None else None
+    if judge is not None:
+        make_llm(judge, "--judge", "judge")  # a bad spec fails now; nothing is called
     known = (*ID_METRICS, *LLM_METRICS)
     chosen = list(dict.fromkeys(metrics or (*ID_METRICS, *(LLM_METRICS if judge else ()))))
     for m in chosen:

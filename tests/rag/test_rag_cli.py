@@ -151,7 +151,7 @@ def test_answers_files_judged_by_a_scripted_judge_with_repeats_and_a_cached_reru
         extra = {"reference": sentence} if i < 2 else {}
         rows["a"].append({"query_id": q, "answer": sentence, "contexts": contexts, **extra})
         unsure = "Perhaps zyxwv, I am not sure about qwrtp."
-        rows["b"].append({"query_id": q, "answer": unsure, "contexts": contexts[:1]})
+        rows["b"].append({"query_id": q, "answer": unsure, "contexts": contexts[:1] if i else [{"text": "zyxwv"}]})
     files = []
     for name, lines in rows.items():
         (tmp_path / f"{name}.jsonl").write_text("\n".join(json.dumps(r) for r in lines) + "\n")
@@ -171,12 +171,12 @@ def test_answers_files_judged_by_a_scripted_judge_with_repeats_and_a_cached_reru
         assert len(log.read_text().splitlines()) == sent  # every call answered from the cache
 
     from irflow.tasks.rag.answers import dataset_references
-    from irflow.tasks.rag.judged import LLM_METRICS, NEEDS_REFERENCE
+    from irflow.tasks.rag.judged import LLM_METRICS
 
     document = json.loads((tmp_path / "one" / "metrics.json").read_text())
     assert document["measures"] == [*ID_METRICS, *LLM_METRICS] and document["baseline"] == "a"
     usage = document["usage"]["judging"]
-    assert usage["calls"] == sent and sent % 2 == 0 and usage["cached"] == 0  # repeat 1 asked everything again
+    assert usage["calls"] == sent and sent % 2 == 0  # repeat 1 asked everything again (a prompt two samples share: once)
     assert json.loads((tmp_path / "two" / "metrics.json").read_text())["usage"]["judging"]["calls"] == 0
     for metric in LLM_METRICS:
         assert document["summary"]["a"][metric]["repeat_sd"] == 0.0  # the scripted judge never changes its mind
@@ -186,14 +186,17 @@ def test_answers_files_judged_by_a_scripted_judge_with_repeats_and_a_cached_reru
     assert all(value[("a", q, "faithfulness")] == 1.0 for q in qids)  # a sentence of its own context
     assert all(value[("b", q, "faithfulness")] == 0.0 for q in qids)
     assert all(value[("b", q, "answer_relevancy")] == 0.0 for q in qids)  # noncommittal
-    shipped = dataset_references(data)
-    unreferenced = {q for q in qids[2:] if q not in shipped}
-    failures = pd.read_csv(tmp_path / "one" / "failures.csv")
-    failed_a = failures[failures["system"] == "a"]
-    assert set(failed_a["metric"]) <= NEEDS_REFERENCE and set(failed_a["query_id"]) == unreferenced
-    assert failures["error"].notna().all() and not one["value"].isna().any()
-    tests = pd.read_csv(tmp_path / "one" / "significance.csv")
-    assert (tests[tests["metric"] == "faithfulness"]["delta"] == -1.0).all()
     answers = [json.loads(line) for line in (tmp_path / "one" / "answers.jsonl").read_text().splitlines()]
+    shipped = dataset_references(data)
+    reference = {(r["system"], r["query_id"]): r["reference"] for r in answers}
+    assert reference[("a", "td-q-004")] == shipped["td-q-004"] and reference[("a", "td-q-001")] != shipped["td-q-001"]
+    failures = pd.read_csv(tmp_path / "one" / "failures.csv")  # b's first sample has a text context only
+    assert failures[["system", "query_id", "metric", "error"]].values.tolist() == [
+        ["b", "td-q-001", "id_based_context_precision", "no context has a document id"]
+    ]
+    assert not one["value"].isna().any() and ("b", "td-q-001", "id_based_context_precision") not in value
+    tests = pd.read_csv(tmp_path / "one" / "significance.csv").set_index("metric")
+    assert tests.loc["faithfulness", "delta"] == -1.0 and tests.loc["faithfulness", "n"] == 4
+    assert tests.loc["id_based_context_precision", "n"] == 3  # the failed sample left out of the pair
     assert all(a["verdicts"].get("faithfulness") for a in answers)
     assert "- faithfulness: " in (tmp_path / "one" / "report.md").read_text()  # the judge's verdicts, shown

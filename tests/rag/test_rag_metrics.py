@@ -173,3 +173,25 @@ def test_extractive_takes_leading_sentences_and_specs_are_checked() -> None:
     for spec in ("python:pkg", "nonsense", "openai(colour=red):m"):
         with pytest.raises(InputError, match="--generator"):
             parse_generator(spec)
+
+
+def test_bad_arguments_fail_naming_the_option_before_any_work() -> None:
+    from irflow.flows.rag import validate_rag
+
+    ok = ("techdocs", ["bm25"], [], "extractive", 5, None, None, 1, None)
+    assert validate_rag(*ok)[2] == list(ID_METRICS)
+    for change, match in (
+        ({1: []}, "takes --answers FILE"),
+        ({3: None}, "--system needs --generator"),
+        ({4: 0}, "--k expects an integer from 1 to 100"),
+        ({5: ["faithfulness"]}, "--metric faithfulness needs --judge"),
+        ({5: ["nDCG@10"]}, "unknown RAG metric 'nDCG@10'"),
+        ({8: "dense:minilm"}, "--baseline 'dense:minilm' is not one of the configurations: bm25"),
+        ({6: "model:minilm"}, "--judge takes an LLM spec"),
+        ({6: "openai:m", 7: 0}, "--judge-repeats expects an integer >= 1"),
+    ):
+        args = list(ok)
+        for i, v in change.items():
+            args[i] = v
+        with pytest.raises(Exception, match=match):
+            validate_rag(*args)  # type: ignore[arg-type]
