@@ -176,7 +176,7 @@ def test_answers_files_judged_by_a_scripted_judge_with_repeats_and_a_cached_reru
     document = json.loads((tmp_path / "one" / "metrics.json").read_text())
     assert document["measures"] == [*ID_METRICS, *LLM_METRICS] and document["baseline"] == "a"
     usage = document["usage"]["judging"]
-    assert usage["calls"] == sent and sent % 2 == 0  # repeat 1 asked everything again (a prompt two samples share: once)
+    assert usage["calls"] == sent and sent % 2 == 0  # repeat 1 asked all again (a shared prompt: once)
     assert json.loads((tmp_path / "two" / "metrics.json").read_text())["usage"]["judging"]["calls"] == 0
     for metric in LLM_METRICS:
         assert document["summary"]["a"][metric]["repeat_sd"] == 0.0  # the scripted judge never changes its mind
