@@ -22,6 +22,7 @@ def cmd_rag(args: argparse.Namespace) -> int:
         args.judge,
         args.judge_repeats,
         args.baseline,
+        args.human,
     )
     if args.dry_run:
         return _print_plan(args, specs, metrics)
@@ -39,6 +40,7 @@ def cmd_rag(args: argparse.Namespace) -> int:
         judge=args.judge,
         embedder=args.embedder,
         judge_repeats=args.judge_repeats,
+        human=args.human,
         overwrite=args.overwrite,
         **extra,
     )
@@ -47,6 +49,10 @@ def cmd_rag(args: argparse.Namespace) -> int:
     for config, problems in (document.get("answers_file_problems") or {}).items():
         for what, p in problems.items():
             print(f"{config}: {p['count']} {what.replace('_', ' ')} left out, e.g. {', '.join(p['first'])}")
+    if document.get("calibrated"):
+        from irflow.tasks.report.calibration import calibration_text
+
+        print("\n" + calibration_text(document))
     print(f"\nresults: {document['output']}/ (metrics.json, per_query.parquet, answers.jsonl, report.md, report.html)")
     print(run_summary(document))
     return 0
@@ -126,6 +132,9 @@ def add_rag_parser(sub: Any) -> None:
     p.add_argument("--judge", metavar="SPEC", help="the LLM judge, e.g. openai(rpm=60):gpt-4o-mini")
     p.add_argument("--embedder", metavar="MODEL", help="embedding model of answer relevancy (default: minilm)")
     p.add_argument("--judge-repeats", type=int, default=1, help="ask the judge N times: run-to-run noise (default 1)")
+    p.add_argument(
+        "--human", metavar="FILE", help="human verdicts on some answers (JSONL/CSV): calibrate the judge (PPI++)"
+    )
     p.add_argument("--output", metavar="DIR", help="result folder (default: a new results/<dataset>/<run name>/)")
     p.add_argument("--overwrite", action="store_true", help="replace the results of another run in --output")
     p.add_argument("--dry-run", action="store_true", help="print the LLM calls, tokens and USD, send nothing")

@@ -30,6 +30,7 @@ from irflow.tasks.core.stop import stop_on_signal
 from irflow.tasks.experiment import check_models
 from irflow.tasks.ingest import check_name
 from irflow.tasks.rag import answers as answer_files
+from irflow.tasks.rag.calibrate import calibrate_answers, read_human_verdicts
 from irflow.tasks.rag.generate import Generator, generate, parse_generator
 from irflow.tasks.rag.id_based import ID_METRICS, relevant_ids
 from irflow.tasks.rag.judged import LLM_METRICS
@@ -70,6 +71,7 @@ def validate_rag(
     judge: str | None,
     judge_repeats: int,
     baseline: str | None,
+    human: str | None = None,
 ) -> tuple[list[str], Generator | None, list[str], list[str], str | None]:
     """Canonical system specs, the generator, the metric names, the configuration names and the baseline;
     every error names the option and what it expects, before any work."""
@@ -89,6 +91,10 @@ def validate_rag(
     parsed = parse_generator(generator) if generator is not None else None
     if judge is not None:
         make_llm(judge, "--judge", "judge")  # a bad spec fails now; nothing is called
+    if human is not None:
+        if judge is None:
+            raise InputError("--human calibrates the LLM-judged metrics: it needs --judge SPEC")
+        read_human_verdicts(human)  # every row checked now, errors naming file:line
     known = (*ID_METRICS, *LLM_METRICS)
     chosen = list(dict.fromkeys(metrics or (*ID_METRICS, *(LLM_METRICS if judge else ()))))
     for m in chosen:
@@ -204,6 +210,7 @@ def rag_flow(
     judge: str | None = None,
     embedder: str | None = None,
     judge_repeats: int = 1,
+    human: str | None = None,
     seed: int = 0,
     tracking: TrackingOptions = TrackingOptions(),
     overwrite: bool = False,
@@ -212,7 +219,7 @@ def rag_flow(
     """Evaluate the answers of every configuration on ``dataset``; returns the metrics document also written
     to ``output`` (default a new ``results/<dataset>/<run name>/``)."""
     specs, parsed, chosen, names, base = validate_rag(
-        dataset, systems, answers, generator, k, metrics, judge, judge_repeats, baseline
+        dataset, systems, answers, generator, k, metrics, judge, judge_repeats, baseline, human
     )
     name = run_name or run_identity.run_name(dataset, ["rag", *names])
     claimed = output is None
@@ -236,6 +243,7 @@ def rag_flow(
                 seed,
                 tracking,
                 name,
+                human,
             )
     finally:
         if claimed:
@@ -259,6 +267,7 @@ def _rag(
     seed: int,
     tracking: TrackingOptions,
     name: str,
+    human: str | None = None,
 ) -> dict[str, Any]:
     if tracking.enabled:
         check_tracking(experiment=tracking.experiment)
@@ -296,6 +305,7 @@ def _rag(
     relevant = relevant_ids(data.qrels)
     scores = score_task(configs, metrics, relevant, judge_fn, asks)
     comparisons = significance_task(scores.per_query, metrics, baseline, seed)
+    calibration = calibrate_task(scores, human, baseline) if human is not None else {}
     extra: dict[str, Any] = {
         "usage": {stage: u.as_dict() for stage, u in usage.items()},
         "options": {
@@ -307,6 +317,7 @@ def _rag(
             "seed": seed,
         },
         **({"answers_file_problems": problems} if problems else {}),
+        **calibration,
         "run": {"name": name},
     }
     document = report_task(output, data, configs, scores, metrics, baseline, comparisons, seed, extra)
@@ -321,3 +332,15 @@ def _rag(
 
         document["run"]["prefect_flow_run_id"] = runtime.flow_run.id
     return document
+
+
+@task(name="calibrate", cache_policy=NONE)
+def calibrate_task(scores: Scores, human: str, baseline: str) -> dict[str, Any]:
+    """The LLM-judged means calibrated by human verdicts (PPI++, :func:`~irflow.tasks.rag.calibrate.calibrate_answers`);
+    a sample the judge failed on is passed as missing, never as a score."""
+    failed = scores.failures.drop(columns="error").assign(value=float("nan"))
+    judged = pd.concat([scores.per_query, failed], ignore_index=True)
+    judged = judged[judged["metric"].isin(LLM_METRICS)]
+    result = calibrate_answers(judged, read_human_verdicts(human), baseline)
+    about = {k: result[k] for k in ("agreement", "notes", "counts")}
+    return {"calibrated": result["calibrated"], "calibration": {"human": human, "half_width": 0.02, **about}}

@@ -195,3 +195,33 @@ def test_bad_arguments_fail_naming_the_option_before_any_work() -> None:
             args[i] = v
         with pytest.raises(Exception, match=match):
             validate_rag(*args)  # type: ignore[arg-type]
+
+
+def test_human_verdicts_calibrate_the_judged_metrics_and_failed_samples_stay_missing(tmp_path: Path) -> None:
+    """The flow's calibrate stage hands the judge's scores to PPI++ with failed samples as missing (counted
+    as ``judge_failed`` when a human judged them), never as a score; the report shows the calibrated means."""
+    from irflow.flows.rag import calibrate_task
+    from irflow.tasks.rag.calibrate import calibrate_answers, read_human_verdicts
+    from irflow.tasks.rag.score import Scores
+
+    rng = np.random.default_rng(7)
+    rows = [(s, f"q{i:02d}", "faithfulness", float(rng.random())) for s in ("a", "b") for i in range(1, 40)]
+    failures = pd.DataFrame(
+        [("a", "q00", "faithfulness", "unparsable reply")], columns=["system", "query_id", "metric", "error"]
+    )
+    scores = Scores(pd.DataFrame(rows, columns=["system", "query_id", "metric", "value"]), failures)
+    human = [
+        {"system": s, "query_id": f"q{i:02d}", "metric": "faithfulness", "value": float(rng.random())}
+        for s in ("a", "b")
+        for i in range(0, 20)
+    ]
+    path = _write(tmp_path / "human.jsonl", human)
+    block = calibrate_task.fn(scores, str(path), "a")
+    counts = block["calibration"]["counts"]  # a/q00: the judge failed; b/q00: b has no such answer
+    assert (counts["judge_failed"], counts["paired"], counts["unknown"]) == (1, 38, 1)
+    judged = pd.concat([scores.per_query, failures.drop(columns="error").assign(value=np.nan)], ignore_index=True)
+    expected = calibrate_answers(judged, read_human_verdicts(path), "a")["calibrated"]
+    assert block["calibrated"]["a"]["faithfulness"]["estimate"] == pytest.approx(
+        expected["a"]["faithfulness"]["estimate"]
+    )
+    assert block["calibrated"]["b"]["faithfulness"]["difference"] is not None

@@ -26,6 +26,7 @@ from irflow.tasks.core.output_folder import publish
 from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import Dataset
 from irflow.tasks.rag.score import Configuration, Scores
+from irflow.tasks.report.calibration import calibration_text
 from irflow.tasks.report.format import md_table, num, signed
 from irflow.tasks.report.html import html_report
 from irflow.tasks.report.write import dataset_summary
@@ -164,6 +165,8 @@ def answers_section(
         ]  # fmt: skip
         lines += md_table(["stage", "calls", "cached", "failed", "tokens", "counted by", "USD"], rows, "lrrrrlr")
         lines.append("")
+    if document.get("calibrated"):
+        lines += ["### Calibrated by human verdicts", "", "```text", calibration_text(document), "```", ""]
     lines += examples(configs, scores, grades, metrics)
     return lines
 
