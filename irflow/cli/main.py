@@ -19,6 +19,7 @@ from irflow.cli.interleave import add_interleave_parsers
 from irflow.cli.judges import add_judges_parser
 from irflow.cli.orchestration import add_orchestration_parsers
 from irflow.cli.pool import add_pool_parsers
+from irflow.cli.rag import add_rag_parser
 from irflow.cli.report import add_report_parser
 from irflow.cli.run import add_run_parser
 from irflow.cli.terminal import configure_logging
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_judges_parser(sub)
     add_abtest_parser(sub)
     add_interleave_parsers(sub)
+    add_rag_parser(sub)
     return parser
 
 

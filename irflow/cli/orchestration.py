@@ -48,8 +48,8 @@ def _runner_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS", help="an existing Dask scheduler, e.g. tcp://10.0.0.5:8786")
 
 
-def configure_run(args: argparse.Namespace, preload: list[str]) -> tuple[Any, dict[str, Any]]:
-    """The evaluate flow with the chosen task runner, and its extra keyword arguments.
+def configure_run(args: argparse.Namespace, preload: list[str], flow: Any = None) -> tuple[Any, dict[str, Any]]:
+    """The evaluate flow (or ``flow``) with the chosen task runner, and its extra keyword arguments.
 
     The tracking store is checked first: an unreachable one fails before any stage. Then the command's
     Prefect API must be up (``preload`` is imported while it starts) before the task runner is made:
@@ -66,7 +66,8 @@ def configure_run(args: argparse.Namespace, preload: list[str]) -> tuple[Any, di
         check_tracking(experiment=getattr(args, "experiment", "irflow"))  # a write, within seconds
     prefect_api.ready(*preload)
     runner = make_task_runner(getattr(args, "task_runner", "default"), getattr(args, "scheduler", None))
-    flow = evaluate_flow.with_options(task_runner=runner) if runner is not None else evaluate_flow
+    flow = flow or evaluate_flow
+    flow = flow.with_options(task_runner=runner) if runner is not None else flow
     return flow, {
         "seed": getattr(args, "seed", 0),
         "tracking": TrackingOptions(enabled=track, experiment=getattr(args, "experiment", "irflow")),

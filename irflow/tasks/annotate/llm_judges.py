@@ -72,6 +72,7 @@ class PromptJudge:
         self.max_tokens = int(max_tokens)
         self.max_chars = int(max_chars)
         self.key_env = key_env
+        self.usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}  # as the provider counted them
 
     @property
     def version(self) -> str:
@@ -256,6 +257,11 @@ class OpenAIJudge(PromptJudge):
             raise JudgeAuthError(str(err)) from None
         except HttpCallError as err:
             raise JudgeCallError(str(err), err.attempts) from None
+        counted = reply.json.get("usage") if isinstance(reply.json, dict) else None
+        self.usage["calls"] += 1
+        for field in ("prompt_tokens", "completion_tokens"):
+            value = counted.get(field) if isinstance(counted, dict) else None
+            self.usage[field] += value if isinstance(value, int) and not isinstance(value, bool) else 0
         try:
             return str(reply.json["choices"][0]["message"]["content"] or ""), reply.attempts
         except (KeyError, IndexError, TypeError):

@@ -1,0 +1,142 @@
+"""``irflow rag``: evaluate the answers of a RAG pipeline (the ``rag`` flow): a team's answers files, or
+irflow systems' top k into a generator; print the metric table and where everything went."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def cmd_rag(args: argparse.Namespace) -> int:
+    from irflow.cli.orchestration import configure_run, run_summary, stage_libraries
+    from irflow.flows.rag import rag_flow, validate_rag
+
+    systems, answers = list(args.system or []), list(args.answers or [])
+    specs, _, metrics, names, _ = validate_rag(
+        args.dataset,
+        systems,
+        answers,
+        args.generator,
+        args.k,
+        args.metric,
+        args.judge,
+        args.judge_repeats,
+        args.baseline,
+        args.human,
+    )
+    if args.dry_run:
+        return _print_plan(args, specs, metrics)
+    flow, extra = configure_run(args, stage_libraries(specs), rag_flow)
+    document = flow(
+        dataset=args.dataset,
+        systems=systems,
+        answers=answers,
+        generator=args.generator,
+        k=args.k,
+        metrics=metrics,
+        split=args.split,
+        output=args.output,
+        baseline=args.baseline,
+        judge=args.judge,
+        embedder=args.embedder,
+        judge_repeats=args.judge_repeats,
+        human=args.human,
+        overwrite=args.overwrite,
+        **extra,
+    )
+    print()
+    print(summary_table(document))
+    for config, problems in (document.get("answers_file_problems") or {}).items():
+        for what, p in problems.items():
+            print(f"{config}: {p['count']} {what.replace('_', ' ')} left out, e.g. {', '.join(p['first'])}")
+    if document.get("calibrated"):
+        from irflow.tasks.report.calibration import calibration_text
+
+        print("\n" + calibration_text(document))
+    print(f"\nresults: {document['output']}/ (metrics.json, per_query.parquet, answers.jsonl, report.md, report.html)")
+    print(run_summary(document))
+    return 0
+
+
+def summary_table(document: dict[str, Any]) -> str:
+    """Each configuration's means with their CIs, and the paired tests' verdicts, as plain text."""
+    metrics, summary = document["measures"], document["summary"]
+    width = max(len(c) for c in summary) + 2
+    lines = [" " * width + "".join(f"{m:>34}" for m in metrics)]
+    for config, block in summary.items():
+        cells = []
+        for m in metrics:
+            row = block[m]
+            cell = "–" if row["mean"] is None else f"{row['mean']:.4f}"
+            if row.get("ci_low") is not None:
+                cell += f" [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+            if row.get("failed"):
+                cell += f" ({row['failed']} failed)"
+            cells.append(f"{cell:>34}")
+        lines.append(f"{config:<{width}}" + "".join(cells))
+    return "\n".join(lines)
+
+
+def _print_plan(args: argparse.Namespace, specs: list[str], metrics: list[str]) -> int:
+    """``irflow rag --dry-run``: the LLM calls, tokens and USD of generation and judging; nothing is sent."""
+    from irflow.tasks.rag.plan import rag_plan
+
+    for row in rag_plan(
+        args.dataset,
+        args.split,
+        specs,
+        list(args.answers or []),
+        args.generator,
+        args.k,
+        metrics,
+        args.judge,
+        args.judge_repeats,
+    ):
+        print(
+            f"{row['stage']} ({row['model']}): {row['calls']:,} calls ({row['cached_calls']:,} cached), "
+            f"~{row['tokens']:,} tokens, ${row['usd']:,.4f} at ${row['price_per_1k']}/1k tokens"
+        )
+    print("(dry run: nothing was sent)")
+    return 0
+
+
+def add_rag_parser(sub: Any) -> None:
+    """Register ``irflow rag``."""
+    from irflow.cli.orchestration import add_run_options
+
+    p = sub.add_parser("rag", help="evaluate a RAG pipeline's answers (RAGAS metrics, paired tests, report)")
+    p.add_argument("--dataset", default="techdocs", help="dataset name (default: techdocs)")
+    p.add_argument("--split", help="split (default: test; dev for MS MARCO)")
+    p.add_argument(
+        "--answers",
+        action="append",
+        metavar="FILE",
+        help="a pipeline's answers, JSON lines {query_id, answer, contexts, reference?}; repeatable",
+    )
+    p.add_argument("--system", action="append", metavar="SPEC", help="retrieve each question's contexts; repeatable")
+    p.add_argument(
+        "--generator",
+        metavar="SPEC",
+        help="extractive | python:MODULE:CALLABLE | openai(OPTIONS):MODEL[@BASE_URL] (with --system)",
+    )
+    p.add_argument("--k", type=int, default=5, help="contexts per question from each system (default 5)")
+    p.add_argument(
+        "--metric",
+        action="append",
+        metavar="NAME",
+        help="RAG metric, repeatable (default: the id-based ones, and the LLM-judged ones with --judge)",
+    )
+    p.add_argument(
+        "--baseline", metavar="CONFIG", help="the configuration the others are compared with (default: the first)"
+    )
+    p.add_argument("--judge", metavar="SPEC", help="the LLM judge, e.g. openai(rpm=60):gpt-4o-mini")
+    p.add_argument("--embedder", metavar="MODEL", help="embedding model of answer relevancy (default: minilm)")
+    p.add_argument("--judge-repeats", type=int, default=1, help="ask the judge N times: run-to-run noise (default 1)")
+    p.add_argument(
+        "--human", metavar="FILE", help="human verdicts on some answers (JSONL/CSV): calibrate the judge (PPI++)"
+    )
+    p.add_argument("--output", metavar="DIR", help="result folder (default: a new results/<dataset>/<run name>/)")
+    p.add_argument("--overwrite", action="store_true", help="replace the results of another run in --output")
+    p.add_argument("--dry-run", action="store_true", help="print the LLM calls, tokens and USD, send nothing")
+    p.set_defaults(func=cmd_rag, runs_flow=True)
+    add_run_options(p)

@@ -1,0 +1,140 @@
+"""Generators: an answer from a question and its contexts.
+
+Specs (``--generator``):
+
+* ``extractive`` — no LLM: the leading sentence of each of the first :data:`EXTRACTIVE_CONTEXTS` contexts.
+  An honest baseline (what retrieval alone puts in front of a reader) and what the demo runs offline.
+* ``python:MODULE:CALLABLE`` — ``generate(query, contexts) -> str`` (``contexts``: the passages' texts in
+  order); an exception fails that answer only, naming it.
+* an LLM in annotate's judge grammar — ``openai(OPTIONS):MODEL[@BASE_URL]`` (any OpenAI-compatible chat
+  endpoint; options as a judge's: ``key_env``, ``rpm``, ``tpm``, ``price``, ``max_tokens``, ...),
+  ``anthropic:MODEL``, ``gemini:MODEL`` — asked the versioned prompt below through the cached
+  :class:`~irflow.tasks.rag.llm.CachedAsk`.
+
+The prompt (:data:`SYSTEM_PROMPT`, :data:`USER_TEMPLATE`) is versioned (:data:`PROMPT_VERSION`); its
+SHA-256 is part of a configuration's identity, and the whole rendered prompt is part of each call's cache key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from irflow.tasks.core.schema import InputError
+from irflow.tasks.rag.samples import Ask, Context, Prompt, Reply
+
+PROMPT_VERSION = "rag-answer-v1"
+SYSTEM_PROMPT = (
+    "You answer questions about technical documentation. Use only the numbered contexts you are given. "
+    "Answer in at most four sentences. If the contexts do not contain the answer, say that you do not know."
+)
+USER_TEMPLATE = "Question: {question}\n\nContexts:\n{contexts}\n\nAnswer:"
+PROMPT_SHA256 = hashlib.sha256((PROMPT_VERSION + SYSTEM_PROMPT + USER_TEMPLATE).encode()).hexdigest()
+MAX_CONTEXT_CHARS = 2000  # of each context in the prompt
+EXTRACTIVE_CONTEXTS = 3
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def render_prompt(question: str, contexts: Sequence[Context]) -> Prompt:
+    """The generation prompt: the question and the numbered contexts (each cut to :data:`MAX_CONTEXT_CHARS`)."""
+    numbered = "\n\n".join(f"[{i}] {c.text[:MAX_CONTEXT_CHARS]}" for i, c in enumerate(contexts, 1))
+    return Prompt(SYSTEM_PROMPT, USER_TEMPLATE.format(question=question, contexts=numbered or "(none)"))
+
+
+def leading_sentence(text: str) -> str:
+    """A passage's first sentence (or first line), the title left out when the passage has one, and a line
+    that only introduces what follows (a forum post's "someone asked:") skipped."""
+    body = text.split("\n\n", 1)[1] if "\n\n" in text else text
+    for piece in _SENTENCE.split(body.strip()):
+        if piece.strip() and not piece.rstrip().endswith(":"):
+            return piece.strip()
+    return ""
+
+
+def extractive(contexts: Sequence[Context]) -> str:
+    """The leading sentences of the first :data:`EXTRACTIVE_CONTEXTS` contexts, in order."""
+    return " ".join(s for c in contexts[:EXTRACTIVE_CONTEXTS] if (s := leading_sentence(c.text)))
+
+
+@dataclass(frozen=True)
+class Generator:
+    """A parsed generator spec: ``kind`` (extractive, python, llm) and its target."""
+
+    spec: str
+    kind: str
+    target: str = ""
+
+    def describe(self) -> dict[str, Any]:
+        """The generator's identity, recorded with every configuration."""
+        out: dict[str, Any] = {"spec": self.spec, "kind": self.kind}
+        if self.kind == "llm":
+            out |= {"prompt_version": PROMPT_VERSION, "prompt_sha256": PROMPT_SHA256}
+        return out
+
+
+def parse_generator(spec: str) -> Generator:
+    """A ``--generator`` spec, checked (an LLM spec by annotate's judge grammar) before any work."""
+    spec = str(spec).strip()
+    if spec == "extractive":
+        return Generator(spec, "extractive")
+    if spec.startswith("python:"):
+        target = spec.removeprefix("python:")
+        module, _, name = target.partition(":")
+        if not module or not name:
+            raise InputError(f"--generator: expected python:MODULE:CALLABLE, got {spec!r}")
+        return Generator(spec, "python", target)
+    from irflow.tasks.annotate.judges import parse_judge
+
+    try:
+        parse_judge(spec)
+    except InputError as err:
+        raise InputError(
+            f"--generator: expected extractive, python:MODULE:CALLABLE or an LLM spec such as "
+            f"openai(OPTIONS):MODEL[@BASE_URL]; {err}"
+        ) from None
+    return Generator(spec, "llm", spec)
+
+
+def load_callable(target: str) -> Callable[[str, list[str]], Any]:
+    """``MODULE:CALLABLE`` imported; InputError naming what is missing."""
+    module_name, _, attribute = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InputError(f"--generator: cannot import module {module_name!r}: {exc}") from None
+    for part in attribute.split("."):
+        if not hasattr(obj, part):
+            raise InputError(f"--generator: module {module_name!r} has no attribute {attribute!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise InputError(f"--generator: {target} is a {type(obj).__name__}, not generate(query, contexts) -> str")
+    return obj
+
+
+def generate(
+    generator: Generator, items: Sequence[tuple[str, Sequence[Context]]], ask: Ask | None = None
+) -> list[Reply]:
+    """One answer (or the reason there is none) per ``(question, contexts)``; an LLM generator needs ``ask``."""
+    if generator.kind == "extractive":
+        return [Reply(extractive(contexts)) for _, contexts in items]
+    if generator.kind == "python":
+        fn = load_callable(generator.target)
+        replies = []
+        for question, contexts in items:
+            try:
+                text = fn(question, [c.text for c in contexts])
+            except Exception as exc:  # the plugin's failure is that answer's, named
+                replies.append(Reply(None, f"{type(exc).__name__}: {exc}"))
+                continue
+            ok = isinstance(text, str)
+            replies.append(
+                Reply(text, None) if ok else Reply(None, f"generate returned {type(text).__name__}, not str")
+            )
+        return replies
+    if ask is None:
+        raise InputError(f"the generator {generator.spec} needs an LLM client")
+    return ask([render_prompt(q, c) for q, c in items])
