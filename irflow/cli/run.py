@@ -4,10 +4,13 @@ everything went; ``--dry-run`` prices the API embedding calls instead."""
 from __future__ import annotations
 
 import argparse
+import json
+import time
+from pathlib import Path
 from typing import Any
 
 from irflow.cli.orchestration import add_run_options
-from irflow.cli.terminal import metrics_table
+from irflow.cli.terminal import failures_text, metrics_table, print_outcome
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -15,6 +18,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from irflow.flows.evaluate import (
         DEFAULT_METRICS,
         DEFAULT_SYSTEMS,
+        SystemsFailed,
         check_arguments,
         claim_output,
         release_output,
@@ -31,7 +35,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     output = claim_output(args.dataset, args.output, args.overwrite, run_name(args.dataset, specs))
     try:
         flow, extra = configure_run(args, stage_libraries(specs))  # the tracking store is checked before any stage
-        document = flow(
+        document = _partial(flow, output)(
             dataset=args.dataset,
             systems=systems,
             metrics=metrics,
@@ -50,13 +54,44 @@ def cmd_run(args: argparse.Namespace) -> int:
             release_output(output)  # only when the run left it empty
     print()
     print(metrics_table(document))
+    if document.get("failed"):
+        print(failures_text(document))
     if document.get("calibrated"):
         from irflow.tasks.report.calibration import calibration_text
 
         print("\n" + calibration_text(document))
-    print(f"\nresults: {output}/ (metrics.json, per_query.parquet, runs/, report.md, plots/)")
-    print(run_summary(document))
+    print_outcome(output, document)
+    print(run_summary(document), flush=True)
+    if document.get("failed"):
+        failed = len(document["failed"])
+        raise SystemsFailed(
+            f"{failed} of {failed + len(document['systems'])} systems failed (listed under the table); "
+            f"the others' results are in {output}"
+        )
     return 0
+
+
+def _partial(flow: Any, output: Path) -> Any:
+    """The flow, returning the document of the systems that succeeded when some failed (the flow raises
+    then, after writing their metrics.json with ``failed``); any other error is raised as it is."""
+    from irflow.flows.evaluate import SystemsFailed
+
+    def call(**kwargs: Any) -> dict[str, Any]:
+        started = time.time()
+        try:
+            return dict(flow(**kwargs))
+        except SystemsFailed:
+            written = output / "metrics.json"
+            try:
+                fresh = written.stat().st_mtime >= started - 1  # not an earlier run's, left in --output
+                document = json.loads(written.read_text(encoding="utf-8")) if fresh else {}
+            except (OSError, ValueError):
+                document = {}
+            if not document.get("failed") or not document.get("systems"):
+                raise
+            return dict(document)
+
+    return call
 
 
 def _print_api_plan(args: argparse.Namespace, systems: list[str]) -> int:

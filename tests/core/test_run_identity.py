@@ -91,8 +91,11 @@ def test_two_runs_keep_both_folders_and_name_their_runs(
         assert mlflow_run.info.run_name == folder.name
         assert mlflow_run.data.tags["prefect.flow_run_name"] == folder.name
         assert mlflow_run.data.tags["prefect.flow_run_id"] == document["run"]["prefect_flow_run_id"]
-        last = run.stdout.strip().splitlines()[-1]
-        assert document["mlflow"]["run_id"] in last and document["run"]["prefect_flow_run_id"] in last, last
+        last = run.stdout.strip().splitlines()[-3:]  # the MLflow run, the run list (none here), Prefect's
+        mlflow_line = next(line for line in last if line.startswith("MLflow: "))
+        prefect_line = next(line for line in last if line.startswith("Prefect: "))
+        assert document["mlflow"]["run_id"] in mlflow_line and document["run"]["prefect_flow_run_id"] in prefect_line
+        assert f"results: {folder}/" in run.stdout or f"results: {folder.relative_to(tmp_path)}/" in run.stdout
 
     # The run list as the MLflow UI reads it (search_runs): each run's name, dataset, headline metric.
     client = mlflow.MlflowClient()
