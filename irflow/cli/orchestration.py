@@ -69,7 +69,9 @@ def configure_run(args: argparse.Namespace, preload: list[str]) -> tuple[Any, di
     flow = evaluate_flow.with_options(task_runner=runner) if runner is not None else evaluate_flow
     return flow, {
         "seed": getattr(args, "seed", 0),
-        "tracking": TrackingOptions(enabled=track, experiment=getattr(args, "experiment", "irflow")),
+        "tracking": TrackingOptions(
+            enabled=track, experiment=getattr(args, "experiment", "irflow"), labels=getattr(args, "labels", None) or {}
+        ),
     }
 
 

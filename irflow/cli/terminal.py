@@ -60,6 +60,8 @@ class ShortFormatter(LogFormatter):
         if (rest or record.exc_info) and not self.named:
             self.named = True
             return f"{first} (traceback in {self.log})"
+        if record.levelno < logging.WARNING and len(first) > TABLE_WIDTH:  # progress, never a warning, is cut
+            return first[: TABLE_WIDTH - 1] + "…"
         return first
 
 
@@ -127,7 +129,7 @@ def metrics_table(document: Mapping[str, Any], width: int = TABLE_WIDTH) -> str:
     from irflow.tasks.report.plots import short_labels
 
     systems = document["systems"]
-    labels = short_labels(list(systems))
+    labels = short_labels(list(systems), document.get("labels"))
     ds = document["dataset"]
     name_width = max([len("system"), *(len(labels[s]) for s in systems)])
     shown: list[str] = []

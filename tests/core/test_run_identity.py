@@ -19,12 +19,23 @@ from irflow.tasks.core.schema import InputError
 WHEN = dt.datetime(2026, 11, 24, 7, 8, 12, tzinfo=dt.UTC)
 
 
-def test_run_names_say_dataset_systems_and_time() -> None:
+def test_run_names_say_dataset_time_and_systems() -> None:
     specs = ["bm25", "dense:sentence-transformers/all-MiniLM-L6-v2", "hybrid:bm25+dense:minilm"]
     name = run_identity.run_name("techdocs", specs, WHEN)
-    assert name == "techdocs_bm25_all-MiniLM-L6-v2_hybrid-bm25+minilm_20261124-070812"
+    assert name == "techdocs_20261124-070812_bm25_all-MiniLM-L6-v2_hybrid-bm25+minilm"
     many = run_identity.run_name("beir/scifact", [f"dense:m{i}" for i in range(6)], WHEN)
-    assert many == "beir_scifact_m0_m1_m2_+3_20261124-070812"
+    assert many == "beir_scifact_20261124-070812_m0_m1_m2_+3"
+
+
+def test_the_command_line_and_the_prefect_form_name_a_run_alike() -> None:
+    from irflow.flows.evaluate import evaluation_name
+    from irflow.tasks.systems.specs import as_spec
+
+    typed = ["bm25", "dense:minilm", "hybrid:bm25+dense:minilm"]  # as a person fills in the form
+    canonical = [str(as_spec(s)) for s in typed]  # as the command line passes them
+    names = [evaluation_name("techdocs", systems) for systems in (typed, canonical)]
+    start = len("techdocs_20261124-070812")  # the time may differ by a second
+    assert names[0][start:] == names[1][start:] == "_bm25_all-MiniLM-L6-v2_hybrid-bm25+all-MiniLM-L6-v2"
     assert all(c.isalnum() or c in "_-+.=," for c in run_identity.run_name("x", ["http:https://h/x?q=1 y"], WHEN))
 
 
@@ -81,7 +92,7 @@ def test_two_runs_keep_both_folders_and_name_their_runs(
     assert [d.returncode for d in done] == [0, 0], done[0].stderr[-3000:] + done[1].stderr[-3000:]
     root = tmp_path / "results" / "techdocs"
     folders = sorted(p for p in root.iterdir() if p.name != "latest")
-    assert len(folders) == 2 and all(p.name.startswith("techdocs_bm25_") for p in folders)
+    assert len(folders) == 2 and all(re.fullmatch(r"techdocs_\d{8}-\d{6}_bm25(_.+)?", p.name) for p in folders)
     assert (root / "latest").resolve() == folders[-1].resolve()
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     for folder, run in zip(folders, done):

@@ -299,6 +299,10 @@ def test_terminal_lines_are_single_and_failed_runs_are_left_to_irflow(tmp_path: 
         record = logging.LogRecord("irflow.x", logging.ERROR, __file__, 1, "failed\nsecond line", None, sys.exc_info())
     assert short.format(record) == f"ERROR irflow.x: failed (traceback in {log})"
     assert short.format(record) == "ERROR irflow.x: failed"  # the log file is named once
+    progress = logging.LogRecord("prefect.flow_runs", logging.INFO, __file__, 1, "x" * 200, None, None)
+    assert len(short.format(progress)) == 120 and short.format(progress).endswith("x…")
+    warning = logging.LogRecord("irflow.x", logging.WARNING, __file__, 1, "y" * 200, None, None)
+    assert short.format(warning).endswith("y" * 200)  # a warning is never cut
     quiet = QuietFilter(logging.INFO, logging.WARNING, run_failures=False)
 
     def shown(name: str, level: int, message: str) -> bool:
@@ -329,3 +333,15 @@ def test_quiet_logging_stops_mlflows_view_run_lines(monkeypatch: pytest.MonkeyPa
         for handler in root.handlers:
             handler.close()
         root.handlers[:], _ = saved[0], root.setLevel(saved[1])
+
+
+def test_given_labels_name_systems_in_the_report_and_the_terminal() -> None:
+    results = three_systems()
+    results.document["labels"] = {HYBRID: "fused"}
+    data = analyse(results)
+    report = markdown_report(results.document, data)
+    assert data.labels == {"bm25": "bm25", DENSE: "dense:all-MiniLM-L6-v2", HYBRID: "fused"}
+    assert (read_verdict(report) or "").startswith("Verdict: fused is best on nDCG@10")
+    assert "| fused | `hybrid:bm25+dense:sentence-transformers/all-MiniLM-L6-v2` |" in report
+    table = metrics_table({**results.document, "dataset": {"name": "toy", "split": "test", "queries": 30}})
+    assert "\nfused " in table and f"fused = {HYBRID}" in table
