@@ -37,11 +37,16 @@ class LogFormatter(logging.Formatter):
     """``LEVEL logger: message``, naming the Prefect task or flow run a record comes from; secrets
     (keys, tokens, URL passwords) show as ``***``."""
 
+    width: int | None = None  # a line longer than this has its run's name shortened to fit
+
     def format(self, record: logging.LogRecord) -> str:
         line = redact(super().format(record))
         run = getattr(record, "task_run_name", None) or getattr(record, "flow_run_name", None)
         if not run or run == "<unknown>" or run in record.getMessage():  # "Beginning flow run 'NAME'": once
             return line
+        excess = len(line.partition("\n")[0]) + len(run) + 3 - (self.width or 1 << 30)
+        if excess > 0:
+            run = run[: max(20, len(run) - excess - 1)] + "…"
         return line.replace(": ", f": [{run}] ", 1)
 
 
@@ -51,7 +56,7 @@ class ShortFormatter(LogFormatter):
 
     def __init__(self, fmt: str, log: os.PathLike[str] | str) -> None:
         super().__init__(fmt)
-        self.log, self.named = str(log), False
+        self.log, self.named, self.width = str(log), False, TABLE_WIDTH
 
     def format(self, record: logging.LogRecord) -> str:
         cut = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None, "stack_info": None})

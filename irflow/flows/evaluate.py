@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -158,23 +158,34 @@ def dataset_splits(name: str) -> list[str] | None:
     return None
 
 
+def system_task_name(stage: str) -> Callable[[], str]:
+    """A per-system task run's name: the stage and the system's label (``retrieve dense:all-MiniLM-L6-v2``)."""
+
+    def name() -> str:
+        from prefect.runtime import task_run
+
+        return f"{stage} {default_label(str(task_run.parameters.get('system', '?')))}"
+
+    return name
+
+
 @task(name="ingest", retries=2, retry_delay_seconds=10, retry_condition_fn=_network_failure, cache_policy=NONE)
 def ingest_task(name: str, split: str | None) -> Dataset:
     return load_dataset(name, split)
 
 
-@task(name="retrieve", task_run_name="retrieve {system}", cache_policy=NONE)
+@task(name="retrieve", task_run_name=system_task_name("retrieve"), cache_policy=NONE)
 def retrieve_task(dataset: Dataset, system: str, depth: int | None) -> Any:
     return retrieve(dataset, system, depth)
 
 
-@task(name="latency", task_run_name="latency {system}", cache_policy=NONE)
+@task(name="latency", task_run_name=system_task_name("latency"), cache_policy=NONE)
 def latency_task(dataset: Dataset, system: str, depth: int | None, num_runs: int, seed: int = 0) -> dict[str, Any]:
     latency = measure_latency(dataset, system, depth=depth, num_runs=num_runs, seed=seed)
     return {k: v for k, v in vars(latency).items() if k not in ("system", "info")}
 
 
-@task(name="metrics", task_run_name="metrics {system}", cache_policy=NONE)
+@task(name="metrics", task_run_name=system_task_name("metrics"), cache_policy=NONE)
 def metrics_task(
     dataset: Dataset,
     system: str,

@@ -32,7 +32,7 @@ def test_demo_run_prints_no_third_party_info(tmp_path: Path) -> None:
     (tmp_path / "mlruns").mkdir()
     done = irflow("run", "--output", str(tmp_path / "out"), env=env_for(tmp_path))  # the defaults, all of them
     assert done.returncode == 0, done.stderr[-3000:]
-    dense = "dense:sentence-transformers/all-MiniLM-L6-v2"
+    dense = "dense:all-MiniLM-L6-v2"  # task runs are named by the systems' labels
     for system in ("bm25", dense, f"hybrid:bm25+{dense}"):
         for stage in ("retrieve", "latency"):
             assert f"[{stage} {system}] Finished in state Completed()" in done.stderr, (stage, system)

@@ -18,7 +18,7 @@ import pytest
 
 from irflow.cli.terminal import QuietFilter, ShortFormatter, metrics_table
 from irflow.tasks.compare.family import ComparisonFamily, families
-from irflow.tasks.compare.significance import compare_systems
+from irflow.tasks.compare.significance import compare_systems, format_p
 from irflow.tasks.report import plots
 from irflow.tasks.report.data import analyse
 from irflow.tasks.report.markdown import markdown_report
@@ -287,7 +287,9 @@ def test_verdict_keeps_the_baseline_when_nothing_beats_it() -> None:
     row = data.comparisons.iloc[0]
     assert verdict.startswith(f"Verdict: No system beats the baseline bm25 on nDCG@10 ({base.mean():.4f}); ")
     assert f"the closest, {data.labels[DENSE]}, is {row.delta:+.4f}" in verdict
-    assert "significantly worse after its single comparison (nothing to correct)" in verdict
+    assert (
+        "and significantly worse (adjusted p " in verdict and ", a single comparison (nothing to correct))." in verdict
+    )
 
 
 def test_terminal_lines_are_single_and_failed_runs_are_left_to_irflow(tmp_path: Path) -> None:
@@ -345,3 +347,16 @@ def test_given_labels_name_systems_in_the_report_and_the_terminal() -> None:
     assert "| fused | `hybrid:bm25+dense:sentence-transformers/all-MiniLM-L6-v2` |" in report
     table = metrics_table({**results.document, "dataset": {"name": "toy", "split": "test", "queries": 30}})
     assert "\nfused " in table and f"fused = {HYBRID}" in table
+
+
+def test_verdict_of_a_single_comparison_says_nothing_was_corrected() -> None:
+    rng = np.random.default_rng(2)
+    base = rng.random(30)
+    results = stored({"bm25": base, DENSE: np.clip(base + 0.25, 0, 1)})
+    data = analyse(results)
+    verdict = read_verdict(markdown_report(results.document, data)) or ""
+    assert data.comparisons.iloc[0]["significant"]
+    assert verdict.endswith(
+        f"the gain is significant (p {format_p(data.comparisons.iloc[0]['p_adjusted'])}, "
+        "a single comparison (nothing to correct))."
+    )

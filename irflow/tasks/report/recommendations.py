@@ -108,16 +108,22 @@ def verdict(document: Mapping[str, Any], data: ReportData) -> str:
         held = "significantly worse" if r.significant else "not significantly different"
         return (
             f"No system beats the baseline {lab[base]} on {h} ({means[base]:.4f}); the closest, {lab[near]}, "
-            f"is {r.delta:+.4f} ({_interval(data, r)}) and {held} after {family} (adjusted p {_p(r.p_adjusted)})."
+            f"is {r.delta:+.4f} ({_interval(data, r)}) and {held} (adjusted p {_p(r.p_adjusted)}, {family})."
         )
     r = cmp_.loc[best]
+    single = family.startswith("a single")
     if r.significant:
-        held = f"the gain holds after {family} (adjusted p {_p(r.p_adjusted)})"
+        held = (
+            f"the gain is significant (p {_p(r.p_adjusted)}, {family})"
+            if single
+            else f"the gain holds after {family} (adjusted p {_p(r.p_adjusted)})"
+        )
     else:
         held = (
-            f"the gain does not hold after {family} (adjusted p {_p(r.p_adjusted)} ≥ {data.options['alpha']}): "
-            f"it may be chance on these {r.n} queries"
-        )
+            f"the gain is not significant (p {_p(r.p_adjusted)} ≥ {data.options['alpha']}, {family})"
+            if single
+            else f"the gain does not hold after {family} (adjusted p {_p(r.p_adjusted)} ≥ {data.options['alpha']})"
+        ) + f": it may be chance on these {r.n} queries"
     return (
         f"{lab[best]} is best on {h}: {means[best]:.4f} vs {means[base]:.4f} for the baseline {lab[base]}, "
         f"{r.delta:+.4f} ({_interval(data, r)}); {held}."
@@ -125,10 +131,10 @@ def verdict(document: Mapping[str, Any], data: ReportData) -> str:
 
 
 def _correction(data: ReportData) -> str:
-    """The headline family in a few words: "Holm correction over 2 comparisons"."""
+    """The headline family in a few words: "Holm correction over 2 comparisons", "a single comparison (...)"."""
     found = [f for f in families(data.comparisons) if data.headline in f.metrics]
     if not found or found[0].size < 2:
-        return "its single comparison (nothing to correct)"
+        return "a single comparison (nothing to correct)"
     return f"{found[0].method.capitalize()} correction over {found[0].size} comparisons"
 
 

@@ -125,6 +125,13 @@ def _client(uri: str) -> Any:
 # how: a thin client
 
 
+# MLflow 3.17's UI picks an experiment's landing page by this tag (read from the experiment's tags in
+# mlflow/server/js, values ``genai_development`` | ``custom_model_development``): without it the UI infers
+# the kind, and irflow's experiments opened on the GenAI overview with a pop-up asking which kind they are.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+
 class Tracker:
     """An MLflow client bound to one store and experiment (created on first use)."""
 
@@ -136,16 +143,22 @@ class Tracker:
 
     @property
     def experiment_id(self) -> str:
+        """The experiment's id; created on first use, and marked as a model-development experiment
+        (:data:`EXPERIMENT_KIND`) unless it already says what it is."""
         if self._experiment_id is None:
             found = self.client.get_experiment_by_name(self.experiment)
             if found is not None:
                 self._experiment_id = str(found.experiment_id)
+                if EXPERIMENT_KIND_TAG not in found.tags:
+                    self.client.set_experiment_tag(self._experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
             else:
                 root = artifact_root(self.uri)
                 location = (root / mlflow_key(self.experiment)).as_uri() if root else None
                 try:
                     self._experiment_id = str(
-                        self.client.create_experiment(self.experiment, artifact_location=location)
+                        self.client.create_experiment(
+                            self.experiment, artifact_location=location, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}
+                        )
                     )
                 except Exception:  # created concurrently by another process
                     again = self.client.get_experiment_by_name(self.experiment)
@@ -291,6 +304,8 @@ def _text(value: Any) -> str:
 
 __all__ = [
     "DEFAULT_EXPERIMENT",
+    "EXPERIMENT_KIND",
+    "EXPERIMENT_KIND_TAG",
     "KIND",
     "PARENT",
     "Tracker",
