@@ -318,11 +318,15 @@ def test_the_mlflow_run_list_shows_the_headline_and_report_html(
             page.get_by_text(VIEW_NAME).first.click()
             page.locator(".ag-header-cell[col-id='metrics.`best.ndcg_at_10`']").first.wait_for(timeout=30_000)
 
+            page.set_viewport_size({"width": 1280, "height": 800})
             page.goto(f"{mlflow_url}/#/experiments/{experiment}/runs/{run_id}/artifacts/report.html")
             page.get_by_text("report.html").first.wait_for(timeout=60_000)
             frame = page.frame_locator("iframe").first
             frame.locator("h1").first.wait_for(timeout=60_000)  # MLflow's viewer renders the page in a frame
             assert "Evaluation of techdocs" in frame.locator("h1").first.inner_text()
+            assert frame.locator("#report h1 + p").inner_text().startswith("Verdict. ")
+            inner = next(f for f in page.frames if f != page.main_frame and f.query_selector("#report"))
+            assert too_wide(inner) == []  # nothing clipped by the viewer's frame: wide tables scroll in their box
             page.screenshot(path=str(folder / "mlflow_report_html.png"))
         finally:
             browser.close()
