@@ -221,5 +221,38 @@ def print_dataset_info(manifest: Manifest) -> None:
     missing = manifest.get("missing_documents") or {}
     if missing.get("judgements"):
         lines.append(("not in the corpus", describe_missing_documents(missing)))
+    lines += import_lines(manifest.get("source") or {})
     for key, value in lines:
         print(f"{key + ':':<22}{value}")
+
+
+def import_lines(source: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What an import over a base dataset did, from its manifest: the judgements a filled sheet gave (and
+    how many of them replaced the base's), the click model's fitted parameters and what it judged."""
+    lines = []
+    if isinstance(source.get("sheet"), Mapping):
+        sheet = source["sheet"]
+        lines.append(
+            (
+                "from the sheet",
+                f"{sheet.get('judged', 0):,} judgements taken, {sheet.get('overridden', 0):,} overridden",
+            )
+        )
+    if isinstance(source.get("clicks"), Mapping):
+        c = source["clicks"]
+        exam = ", ".join(f"{k}: {float(v):.3f}" for k, v in list((c.get("examination") or {}).items())[:10])
+        width = c.get("median_interval_width")
+        lines += [
+            (
+                "click model",
+                f"{str(c.get('click_model', '?')).upper()}, fitted in {c.get('em_iterations', '?')} EM iterations",
+            ),
+            ("examination by rank", exam or "-"),
+            (
+                "click judgements",
+                f"{c.get('pairs_judged', 0):,} of {c.get('pairs_seen', 0):,} query-document pairs "
+                f"(≥ {c.get('min_impressions', '?')} impressions)"
+                + (f", median interval width {width:.3f}" if isinstance(width, float) else ""),
+            ),
+        ]
+    return lines
