@@ -23,6 +23,7 @@ from irflow.tasks.annotate.judges import make_judge, parse_judge
 from irflow.tasks.annotate.llm_judges import OpenAIJudge, PromptJudge
 from irflow.tasks.core.atomic import file_lock
 from irflow.tasks.core.config import cache_dir
+from irflow.tasks.core.progress import Progress
 from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import InputError, IrflowError
 
@@ -146,6 +147,7 @@ def ask_all(requests: list[Request], generator: PromptJudge, cache: AnswerCache)
 async def _ask(todo: list[Request], generator: PromptJudge, cache: AnswerCache) -> dict[str, Outcome]:
     gate = asyncio.Semaphore(max(1, generator.concurrency))
     refused = asyncio.Event()
+    progress = Progress("synthesize", len(todo), unit="calls")  # rate and ETA on a terminal only
 
     async def one(request: Request) -> tuple[str, Outcome]:
         async with gate:
@@ -158,6 +160,8 @@ async def _ask(todo: list[Request], generator: PromptJudge, cache: AnswerCache) 
             except JudgeAuthError:
                 refused.set()
                 raise
+            finally:
+                progress.advance(1)
             text = redact(text)  # what is stored is what is used: an answer that echoes the key shows ***
             cache.append(request.key, text)
             return request.key, Outcome(text)
@@ -171,6 +175,7 @@ async def _ask(todo: list[Request], generator: PromptJudge, cache: AnswerCache) 
         await asyncio.gather(*tasks, return_exceptions=True)
         raise GeneratorAuthError(str(err)) from None
     finally:
+        progress.close()
         await generator.aclose()
 
 

@@ -213,6 +213,7 @@ blockquote{border-left:4px solid #e0b000;margin:0;padding:0 1em;background:#fffb
 #rankings{display:flex;gap:1em;flex-wrap:wrap}#rankings>div{flex:1;min-width:min(420px,100%);overflow-x:auto}
 .g0{color:#999}.g1{background:#e8f5e9}.g2{background:#c8e6c9}.g3{background:#a5d6a7}
 #filters label{margin-right:1em}
+label{display:inline-block;max-width:100%}select{max-width:100%}
 """
 
 # The page's only code: sorting, filtering and the drill-down. Dataset text goes through textContent.
