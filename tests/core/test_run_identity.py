@@ -159,3 +159,13 @@ def test_two_runs_keep_both_folders_and_name_their_runs(
     document = json.loads((old / "metrics.json").read_text())
     artifacts = mlflow.MlflowClient().list_artifacts(document["mlflow"]["run_id"], "runs")
     assert [Path(a.path).name for a in artifacts] == ["bm25.trec"]
+
+
+def test_annotate_flow_runs_get_a_readable_name() -> None:
+    from irflow.flows.annotate import annotation_name
+    from irflow.tasks.annotate.config import AnnotateConfig
+
+    config = AnnotateConfig(dataset="techdocs", judges=("openai(name=sim):gpt-4o-mini", "system:bm25"))
+    name = annotation_name(config, WHEN)
+    assert name == "annotate_techdocs_20261124-070812_openai-name=sim-gpt-4o-mini_system-bm25"
+    assert annotation_name({"dataset": "techdocs", "judges": list(config.judges)}, WHEN) == name  # a deployment's form
