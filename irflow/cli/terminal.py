@@ -88,8 +88,12 @@ class QuietFilter(logging.Filter):
 
 
 def _run_failure(record: logging.LogRecord) -> bool:
-    """A Prefect task or flow run's own report of its failure: its traceback, its Failed state."""
-    return record.levelno >= logging.ERROR or record.getMessage().startswith("Finished in state Failed")
+    """A Prefect task or flow run's own report of its failure: its traceback, its Failed state (not a retry
+    that will start: that line stays, cut to its first line)."""
+    message = record.getMessage()
+    if " will start " in message and "Retry " in message:
+        return False
+    return record.levelno >= logging.ERROR or message.startswith("Finished in state Failed")
 
 
 def configure_logging(verbose: bool) -> None:

@@ -313,6 +313,8 @@ def test_terminal_lines_are_single_and_failed_runs_are_left_to_irflow(tmp_path: 
     assert not shown("prefect.task_runs", logging.ERROR, "Task run failed with exception: ChromaError(...)")
     assert not shown("prefect.flow_runs", logging.INFO, "Finished in state Failed('1 of 2 systems failed')")
     assert shown("prefect.task_runs", logging.INFO, "Finished in state Completed()")
+    retry = "Task run failed with exception: OSError('reset') - Retry 1/2 will start 10 second(s) from now"
+    assert shown("prefect.task_runs", logging.ERROR, retry)  # what happens next, said in its one line
     assert shown("irflow.flows", logging.ERROR, "something irflow says itself")
 
 
