@@ -244,7 +244,8 @@ def import_lines(source: Mapping[str, Any]) -> list[tuple[str, str]]:
         )
     if isinstance(source.get("clicks"), Mapping):
         c = source["clicks"]
-        exam = ", ".join(f"{k}: {float(v):.3f}" for k, v in list((c.get("examination") or {}).items())[:10])
+        ranks = list((c.get("examination") or {}).items())
+        exam = ", ".join(f"{k}: {float(v):.3f}" for k, v in ranks[:8]) + (", …" if len(ranks) > 8 else "")
         width = c.get("median_interval_width")
         lines += [
             (
