@@ -318,6 +318,12 @@ def test_the_mlflow_run_list_shows_the_headline_and_report_html(
             page.get_by_text(VIEW_NAME).first.click()
             page.locator(".ag-header-cell[col-id='metrics.`best.ndcg_at_10`']").first.wait_for(timeout=30_000)
 
+            # the run's link irflow prints opens the model-training pages in a fresh browser (a bare
+            # experiment link would open the GenAI overview: MLflow 3.17 picks by the link or the browser)
+            fresh = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+            fresh.goto(tracked["url"])
+            fresh.get_by_text(name).first.wait_for(timeout=60_000)
+            assert "workflowType=machine_learning" in fresh.url and fresh.get_by_text("Evaluation runs").count() == 0
             page.set_viewport_size({"width": 1280, "height": 800})
             page.goto(f"{mlflow_url}/#/experiments/{experiment}/runs/{run_id}/artifacts/report.html")
             page.get_by_text("report.html").first.wait_for(timeout=60_000)

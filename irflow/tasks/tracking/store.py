@@ -125,9 +125,12 @@ def _client(uri: str) -> Any:
 # how: a thin client
 
 
-# MLflow 3.17's UI picks an experiment's landing page by this tag (read from the experiment's tags in
-# mlflow/server/js, values ``genai_development`` | ``custom_model_development``): without it the UI infers
-# the kind, and irflow's experiments opened on the GenAI overview with a pop-up asking which kind they are.
+# Which pages MLflow 3.17's UI opens for an experiment (read in mlflow/server/js, and measured in Chromium):
+# the link's ``workflowType`` parameter, else the browser's last choice (localStorage ``mlflow.workflowType``),
+# else ``genai`` -- a bare experiment link lands on the GenAI overview, whatever the server says. So every
+# link irflow prints carries WORKFLOW. The experiment tag EXPERIMENT_KIND_TAG is what the UI reads instead
+# when its workflow switch is off (``useExperimentKind``); irflow sets it too, so both modes agree.
+WORKFLOW = "workflowType=machine_learning"
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 
@@ -256,11 +259,12 @@ class Tracker:
         )
 
     def run_url(self, run_id: str) -> str | None:
-        """The MLflow UI page of a run when the store is a server (credentials never in it)."""
+        """The MLflow UI page of a run when the store is a server (credentials never in it), in the UI's
+        model-training pages (:data:`WORKFLOW`), not the GenAI ones a bare link opens."""
         if not self.uri.startswith(("http://", "https://")):
             return None
         bare = split_credentials(self.uri)[0]
-        return f"{bare.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{run_id}"
+        return f"{bare.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{run_id}?{WORKFLOW}"
 
 
 _OPEN: dict[str, Tracker] = {}
