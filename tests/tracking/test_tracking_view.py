@@ -71,9 +71,10 @@ def test_the_view_link_needs_a_server_and_carries_no_credentials(tmp_path: Path)
 
 
 @pytest.mark.e2e
-def test_irflow_experiments_open_on_their_runs_as_the_ui_reads_them(tmp_path: Path) -> None:
-    """The experiment tag MLflow 3.17's UI chooses the landing page by, read through the REST API the UI
-    calls: set on a new experiment and on an existing one without it; a kind someone chose is kept."""
+def test_irflow_experiments_carry_the_model_training_kind_as_the_ui_reads_it(tmp_path: Path) -> None:
+    """The experiment kind tag (what MLflow's UI reads when its workflow switch is off; the links irflow
+    prints carry the workflow, see test_report_html), read through the REST API the UI calls: set on a new
+    experiment and on an existing one without it; a kind someone chose is kept."""
     import mlflow
     from _stores import mlflow_server
 
