@@ -70,25 +70,26 @@ def configure_run(args: argparse.Namespace, preload: list[str], flow: Any = None
     flow = flow.with_options(task_runner=runner) if runner is not None else flow
     return flow, {
         "seed": getattr(args, "seed", 0),
-        "tracking": TrackingOptions(enabled=track, experiment=getattr(args, "experiment", "irflow")),
+        "tracking": TrackingOptions(
+            enabled=track, experiment=getattr(args, "experiment", "irflow"), labels=getattr(args, "labels", None) or {}
+        ),
     }
 
 
 def run_summary(document: dict[str, Any]) -> str:
-    """The last line of ``irflow run``: the run's name, its MLflow run (and UI URL, then the run list with
-    the headline columns shown) and its Prefect flow run."""
+    """The last lines of ``irflow run``, one link each: the run's name, its MLflow run (its UI URL, else its
+    id), the run list with the headline columns shown, and its Prefect flow run."""
     run, mlflow = document.get("run") or {}, document.get("mlflow") or {}
-    parts = [f"run {run.get('name', '?')}"]
+    lines = [f"run:     {run.get('name', '?')}"]
     if mlflow.get("run_id"):
-        parts.append(f"MLflow run {mlflow['run_id']}" + (f" {mlflow['url']}" if mlflow.get("url") else ""))
+        lines.append(f"MLflow:  {mlflow.get('url') or 'run ' + mlflow['run_id']}")
         if mlflow.get("runs_url"):
-            parts.append(f"MLflow run list {mlflow['runs_url']}")
+            lines.append(f"runs:    {mlflow['runs_url']}")
     else:
-        parts.append("MLflow: not tracked")
+        lines.append("MLflow:  not tracked")
     if run.get("prefect_flow_run_id"):
-        url = run.get("prefect_flow_run_url")
-        parts.append(f"Prefect flow run {run['prefect_flow_run_id']}" + (f" {url}" if url else ""))
-    return "; ".join(parts)
+        lines.append(f"Prefect: {run.get('prefect_flow_run_url') or 'flow run ' + run['prefect_flow_run_id']}")
+    return "\n".join(lines)
 
 
 def stage_libraries(specs: list[str]) -> list[str]:

@@ -8,6 +8,7 @@ Wired into the CLI by ``flows.cli.build_parser`` with ``add_pool_parsers(sub)``;
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 
@@ -25,10 +26,11 @@ def cmd_pool(args: argparse.Namespace) -> int:
     pooled = pool(dataset, runs, args.k, include_judged=args.include_judged)
     info = {"systems": list(runs), "k": args.k, "include_judged": args.include_judged}
     summary = write_pool(dataset, pooled, args.output, info)
+    folder = Path(args.output)  # "pool/" prints pool/sheet.tsv, not pool//sheet.tsv
     print(
         f"pooled {summary['documents']:,} documents over {summary['queries']:,} queries "
-        f"({summary['per_query']:.1f} per query) from {len(runs)} systems' top {args.k}: "
-        f"{args.output}/sheet.tsv (fill in the grade column), {args.output}/pool.jsonl (irflow annotate --input)"
+        f"({summary['per_query']:.1f} per query) from {len(runs)} systems' top {args.k}:\n"
+        f"  {folder / 'sheet.tsv'} (fill in the grade column)\n  {folder / 'pool.jsonl'} (irflow annotate --input)"
     )
     return 0
 

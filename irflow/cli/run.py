@@ -4,10 +4,13 @@ everything went; ``--dry-run`` prices the API embedding calls instead."""
 from __future__ import annotations
 
 import argparse
+import json
+import time
+from pathlib import Path
 from typing import Any
 
 from irflow.cli.orchestration import add_run_options
-from irflow.cli.terminal import metrics_table
+from irflow.cli.terminal import failures_text, metrics_table, print_outcome
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -15,12 +18,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from irflow.flows.evaluate import (
         DEFAULT_METRICS,
         DEFAULT_SYSTEMS,
+        SystemsFailed,
         check_arguments,
         claim_output,
+        evaluation_name,
         release_output,
         validate,
     )
-    from irflow.tasks.core.run_identity import run_name
 
     systems = list(args.system or DEFAULT_SYSTEMS)
     metrics = list(args.metric or DEFAULT_METRICS)
@@ -28,10 +32,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _print_api_plan(args, systems)
     specs, _ = validate(args.dataset, [args.baseline, *systems] if args.baseline else systems, metrics)  # in a second
     check_arguments(args.dataset, args.split, args.depth, args.latency_runs, args.human)
-    output = claim_output(args.dataset, args.output, args.overwrite, run_name(args.dataset, specs))
+    output = claim_output(args.dataset, args.output, args.overwrite, evaluation_name(args.dataset, specs))
+    args.labels = labels_of(args, systems)
     try:
         flow, extra = configure_run(args, stage_libraries(specs))  # the tracking store is checked before any stage
-        document = flow(
+        document = _partial(flow, output)(
             dataset=args.dataset,
             systems=systems,
             metrics=metrics,
@@ -50,13 +55,44 @@ def cmd_run(args: argparse.Namespace) -> int:
             release_output(output)  # only when the run left it empty
     print()
     print(metrics_table(document))
+    if document.get("failed"):
+        print(failures_text(document))
     if document.get("calibrated"):
         from irflow.tasks.report.calibration import calibration_text
 
         print("\n" + calibration_text(document))
-    print(f"\nresults: {output}/ (metrics.json, per_query.parquet, runs/, report.md, plots/)")
-    print(run_summary(document))
+    print_outcome(output, document)
+    print(run_summary(document), flush=True)
+    if document.get("failed"):
+        failed = len(document["failed"])
+        raise SystemsFailed(
+            f"{failed} of {failed + len(document['systems'])} systems failed (listed under the table); "
+            f"the others' results are in {output}"
+        )
     return 0
+
+
+def _partial(flow: Any, output: Path) -> Any:
+    """The flow, returning the document of the systems that succeeded when some failed (the flow raises
+    then, after writing their metrics.json with ``failed``); any other error is raised as it is."""
+    from irflow.flows.evaluate import SystemsFailed
+
+    def call(**kwargs: Any) -> dict[str, Any]:
+        started = time.time()
+        try:
+            return dict(flow(**kwargs))
+        except SystemsFailed:
+            written = output / "metrics.json"
+            try:
+                fresh = written.stat().st_mtime >= started - 1  # not an earlier run's, left in --output
+                document = json.loads(written.read_text(encoding="utf-8")) if fresh else {}
+            except (OSError, ValueError):
+                document = {}
+            if not document.get("failed") or not document.get("systems"):
+                raise
+            return dict(document)
+
+    return call
 
 
 def _print_api_plan(args: argparse.Namespace, systems: list[str]) -> int:
@@ -91,6 +127,34 @@ def _print_api_plan(args: argparse.Namespace, systems: list[str]) -> int:
     return 0
 
 
+MAX_LABEL_CHARS = 60
+
+
+class LabelAction(argparse.Action):
+    """``--label TEXT`` names the ``--system`` given just before it (a spec may itself hold ``=``)."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, value: Any, option: str | None = None) -> None:
+        text, given = " ".join(str(value).split()), len(namespace.system or [])
+        if not given:
+            parser.error(f"--label {value!r}: a label names the --system given just before it; none was given yet")
+        if not text or len(text) > MAX_LABEL_CHARS:
+            parser.error(f"--label {value!r}: expected 1 to {MAX_LABEL_CHARS} characters")
+        labels = dict(namespace.label or {})
+        if given - 1 in labels:
+            parser.error(f"--label {value!r}: the --system before it already has the label {labels[given - 1]!r}")
+        if text in labels.values():
+            parser.error(f"--label {value!r}: another --system has this label already")
+        labels[given - 1] = text
+        namespace.label = labels
+
+
+def labels_of(args: argparse.Namespace, systems: list[str]) -> dict[str, str]:
+    """``--label`` as canonical spec -> label."""
+    from irflow.tasks.systems.specs import as_spec
+
+    return {str(as_spec(systems[i])): label for i, label in (getattr(args, "label", None) or {}).items()}
+
+
 def add_run_parser(sub: Any) -> None:
     """Register ``irflow run``."""
     p = sub.add_parser("run", help="evaluate systems on a dataset (default: the demo dataset techdocs)")
@@ -101,6 +165,13 @@ def add_run_parser(sub: Any) -> None:
         action="append",
         metavar="SPEC",
         help="system spec, repeatable (default: bm25, dense:minilm, hybrid:bm25+dense:minilm)",
+    )
+    p.add_argument(
+        "--label",
+        action=LabelAction,
+        metavar="TEXT",
+        help="the label of the --system just before it, in the report, the table and MLflow "
+        "(e.g. --system bm25:k1=0.9 --label 'tuned BM25'; default: a readable one of its spec)",
     )
     p.add_argument("--metric", action="append", metavar="NAME", help="metric, repeatable (e.g. nDCG@10, R@100)")
     p.add_argument("--baseline", metavar="SPEC", help="the system the others are compared with (default: the first)")

@@ -2,8 +2,10 @@
 
 By default stderr carries irflow's own INFO lines and the Prefect flow/task-run state lines (the
 run's progress, named after irflow's stages), and every other library's WARNING and up only: no
-``distributed.*`` start-up chatter, no ``faiss.loader`` AVX2 lines, no MLflow table-creation lines,
-no "scheduled runs skipped (at capacity)". ``-v`` shows every library's INFO and irflow's DEBUG.
+``distributed.*`` start-up chatter, no ``faiss.loader`` AVX2 lines, no MLflow table-creation lines or
+"View run" links, no "scheduled runs skipped (at capacity)". Each line is one line: tracebacks, and a
+failed task's own report of its failure (irflow names the failure), go to the log file
+(``<cache>/logs/irflow.log``) only. ``-v`` shows every library's INFO, irflow's DEBUG and tracebacks.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import sys
 import textwrap
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from irflow.tasks.core.redact import redact
@@ -25,17 +28,46 @@ TABLE_WIDTH = 120  # the terminal table fits this many columns
 QUIET_ENVIRONMENT = {  # read by the libraries at import: set before they are imported
     "MLFLOW_CONFIGURE_LOGGING": "false",  # MLflow's own handler and format: its lines go through ours
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # transformers' "Loading weights" bar on every model load
+    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",  # "🏃 View run … / 🧪 View experiment …" at each run's end
 }
+LOG_FILE = ("logs", "irflow.log")  # under the cache directory: warnings and errors with their tracebacks
 
 
 class LogFormatter(logging.Formatter):
     """``LEVEL logger: message``, naming the Prefect task or flow run a record comes from; secrets
     (keys, tokens, URL passwords) show as ``***``."""
 
+    width: int | None = None  # a line longer than this has its run's name shortened to fit
+
     def format(self, record: logging.LogRecord) -> str:
         line = redact(super().format(record))
         run = getattr(record, "task_run_name", None) or getattr(record, "flow_run_name", None)
-        return line.replace(": ", f": [{run}] ", 1) if run and run != "<unknown>" else line
+        if not run or run == "<unknown>" or run in record.getMessage():  # "Beginning flow run 'NAME'": once
+            return line
+        excess = len(line.partition("\n")[0]) + len(run) + 3 - (self.width or 1 << 30)
+        if excess > 0:
+            run = run[: max(20, len(run) - excess - 1)] + "…"
+        return line.replace(": ", f": [{run}] ", 1)
+
+
+class ShortFormatter(LogFormatter):
+    """:class:`LogFormatter` for the terminal without ``-v``: a record's first line only, no traceback;
+    the whole record goes to the log file (:func:`log_file`), which the line names once."""
+
+    def __init__(self, fmt: str, log: os.PathLike[str] | str) -> None:
+        super().__init__(fmt)
+        self.log, self.named, self.width = str(log), False, TABLE_WIDTH
+
+    def format(self, record: logging.LogRecord) -> str:
+        cut = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None, "stack_info": None})
+        line = super().format(cut)
+        first, _, rest = line.partition("\n")
+        if (rest or record.exc_info) and not self.named:
+            self.named = True
+            return f"{first} (traceback in {self.log})"
+        if record.levelno < logging.WARNING and len(first) > TABLE_WIDTH:  # progress, never a warning, is cut
+            return first[: TABLE_WIDTH - 1] + "…"
+        return first
 
 
 class QuietFilter(logging.Filter):
@@ -43,14 +75,25 @@ class QuietFilter(logging.Filter):
     (and their children), ``others`` for everything else. A filter on the handler, because libraries
     set their own loggers' levels (Prefect to INFO, bm25s to DEBUG) after irflow configured logging."""
 
-    def __init__(self, progress: int, others: int) -> None:
+    def __init__(self, progress: int, others: int, run_failures: bool = True) -> None:
         super().__init__()
-        self.progress, self.others = progress, others
+        self.progress, self.others, self.run_failures = progress, others, run_failures
 
     def filter(self, record: logging.LogRecord) -> bool:
         name = record.name
         ours = any(name == p or name.startswith(p + ".") for p in PROGRESS_LOGGERS)
+        if not self.run_failures and name.startswith("prefect.") and ours and _run_failure(record):
+            return False  # irflow names the failure itself (an error line, or under the table)
         return record.levelno >= (self.progress if ours else self.others)
+
+
+def _run_failure(record: logging.LogRecord) -> bool:
+    """A Prefect task or flow run's own report of its failure: its traceback, its Failed state (not a retry
+    that will start: that line stays, cut to its first line)."""
+    message = record.getMessage()
+    if " will start " in message and "Retry " in message:
+        return False
+    return record.levelno >= logging.ERROR or message.startswith("Finished in state Failed")
 
 
 def configure_logging(verbose: bool) -> None:
@@ -61,15 +104,32 @@ def configure_logging(verbose: bool) -> None:
             os.environ.setdefault(key, value)
     else:
         os.environ.setdefault("MLFLOW_CONFIGURE_LOGGING", "false")
+    fmt, log = "%(levelname)s %(name)s: %(message)s", log_file()
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(LogFormatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(LogFormatter(fmt) if verbose else ShortFormatter(fmt, log))
     handler.addFilter(
-        QuietFilter(logging.DEBUG if verbose else logging.INFO, logging.INFO if verbose else logging.WARNING)
+        QuietFilter(logging.DEBUG if verbose else logging.INFO, logging.INFO if verbose else logging.WARNING, verbose)
     )
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler], force=True)
+    handlers: list[logging.Handler] = [handler]
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        kept = logging.FileHandler(log, encoding="utf-8", delay=True)  # created at the first warning
+        kept.setLevel(logging.WARNING)
+        kept.setFormatter(LogFormatter("%(asctime)s " + fmt))
+        handlers.append(kept)
+    except OSError:
+        pass  # a read-only cache: the terminal still gets the first lines
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=handlers, force=True)
     logging.captureWarnings(True)  # Python warnings too, as WARNING py.warnings: ... (shown, in the one format)
     if not verbose:
         logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request, even at INFO
+
+
+def log_file() -> Path:
+    """Where warnings and errors are kept whole, tracebacks included: ``<cache>/logs/irflow.log``."""
+    from irflow.tasks.core.config import cache_dir
+
+    return cache_dir().joinpath(*LOG_FILE)
 
 
 def metrics_table(document: Mapping[str, Any], width: int = TABLE_WIDTH) -> str:
@@ -78,7 +138,7 @@ def metrics_table(document: Mapping[str, Any], width: int = TABLE_WIDTH) -> str:
     from irflow.tasks.report.plots import short_labels
 
     systems = document["systems"]
-    labels = short_labels(list(systems))
+    labels = short_labels(list(systems), document.get("labels"))
     ds = document["dataset"]
     name_width = max([len("system"), *(len(labels[s]) for s in systems)])
     shown: list[str] = []
@@ -107,7 +167,33 @@ def metrics_table(document: Mapping[str, Any], width: int = TABLE_WIDTH) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["LogFormatter", "QuietFilter", "configure_logging", "metrics_table"]
+def failures_text(document: Mapping[str, Any], width: int = TABLE_WIDTH) -> str:
+    """The systems that failed, listed under the table: ``failed: SPEC: error`` each, wrapped to ``width``."""
+    lines = []
+    for system, error in (document.get("failed") or {}).items():
+        lines += textwrap.wrap(
+            redact(f"failed: {system}: {error}"), width, subsequent_indent="  ", break_on_hyphens=False
+        )
+    return "\n".join(lines)
+
+
+RESULT_FILES = "report.html, report.md, significance.csv, metrics.json, per_query.parquet, runs/, plots/"
+
+
+def print_outcome(output: str | os.PathLike[str], document: Mapping[str, Any]) -> None:
+    """After the table: report.md's verdict (wrapped to :data:`TABLE_WIDTH`), then the result folder and its files."""
+    from irflow.tasks.report.recommendations import read_verdict
+
+    try:
+        found = read_verdict((Path(output) / "report.md").read_text(encoding="utf-8"))
+    except OSError:
+        found = None
+    if found:
+        print("\n" + "\n".join(textwrap.wrap(found, TABLE_WIDTH, subsequent_indent="  ", break_on_hyphens=False)))
+    print(f"\nresults: {output}/\n  {RESULT_FILES}")
+
+
+__all__ = ["LogFormatter", "QuietFilter", "configure_logging", "failures_text", "metrics_table", "print_outcome"]
 
 
 def print_dataset_info(manifest: Manifest) -> None:
@@ -139,5 +225,39 @@ def print_dataset_info(manifest: Manifest) -> None:
     missing = manifest.get("missing_documents") or {}
     if missing.get("judgements"):
         lines.append(("not in the corpus", describe_missing_documents(missing)))
+    lines += import_lines(manifest.get("source") or {})
     for key, value in lines:
         print(f"{key + ':':<22}{value}")
+
+
+def import_lines(source: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What an import over a base dataset did, from its manifest: the judgements a filled sheet gave (and
+    how many of them replaced the base's), the click model's fitted parameters and what it judged."""
+    lines = []
+    if isinstance(source.get("sheet"), Mapping):
+        sheet = source["sheet"]
+        lines.append(
+            (
+                "from the sheet",
+                f"{sheet.get('judged', 0):,} judgements taken, {sheet.get('overridden', 0):,} overridden",
+            )
+        )
+    if isinstance(source.get("clicks"), Mapping):
+        c = source["clicks"]
+        ranks = list((c.get("examination") or {}).items())
+        exam = ", ".join(f"{k}: {float(v):.3f}" for k, v in ranks[:8]) + (", …" if len(ranks) > 8 else "")
+        width = c.get("median_interval_width")
+        lines += [
+            (
+                "click model",
+                f"{str(c.get('click_model', '?')).upper()}, fitted in {c.get('em_iterations', '?')} EM iterations",
+            ),
+            ("examination by rank", exam or "-"),
+            (
+                "click judgements",
+                f"{c.get('pairs_judged', 0):,} of {c.get('pairs_seen', 0):,} query-document pairs "
+                f"(≥ {c.get('min_impressions', '?')} impressions)"
+                + (f", median interval width {width:.3f}" if isinstance(width, float) else ""),
+            ),
+        ]
+    return lines

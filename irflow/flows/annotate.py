@@ -36,7 +36,7 @@ def _annotate_flow() -> Any:
     outputs_task = task(name="write annotation", cache_policy=NONE)(pipeline.write_outputs)
     track_task = task(name="track annotation", cache_policy=NONE)(log_annotation)
 
-    @flow(name="annotate")
+    @flow(name="annotate", flow_run_name=_flow_run_name)
     def annotate_flow(config: AnnotateConfig, track: bool = True) -> dict[str, Any]:
         """Annotate ``config.dataset`` (candidates → pairs → judges → ensemble → Bradley–Terry → outputs)."""
         if track:
@@ -50,6 +50,22 @@ def _annotate_flow() -> Any:
         return summary
 
     return annotate_flow
+
+
+def annotation_name(config: Any, when: Any = None) -> str:
+    """An annotate flow run's name: ``annotate_<dataset>_<UTC time>_<judges>`` (not Prefect's random
+    ``foamy-rattlesnake``); ``config`` is an :class:`AnnotateConfig` or its fields (a deployment's form)."""
+    from irflow.tasks.core.run_identity import run_name
+
+    fields = config if isinstance(config, dict) else vars(config) if config is not None else {}
+    judges = [str(j) for j in fields.get("judges") or ()]
+    return "annotate_" + run_name(str(fields.get("dataset") or "annotation"), judges, when)
+
+
+def _flow_run_name() -> str:
+    from prefect.runtime import flow_run
+
+    return annotation_name(flow_run.parameters.get("config"))
 
 
 # ---------------------------------------------------------------------------------------------

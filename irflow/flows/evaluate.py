@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -36,6 +36,7 @@ from irflow.tasks.report.calibration import calibration_block, check_human
 from irflow.tasks.report.coverage import condensed_first
 from irflow.tasks.retrieve.costs import fresh_costs, retrieval_costs
 from irflow.tasks.retrieve.searchers import measure_latency, retrieve
+from irflow.tasks.systems.labels import default_label
 from irflow.tasks.systems.specs import as_spec, leaves, walk
 from irflow.tasks.tracking.log import TrackingOptions, check_tracking
 
@@ -108,7 +109,13 @@ def flow_run_name() -> str:
     if params.get("run_name"):
         return str(params["run_name"])
     systems = [params.get("baseline"), *(params.get("systems") or DEFAULT_SYSTEMS)]
-    return run_identity.run_name(str(params.get("dataset") or DEFAULT_DATASET), [s for s in systems if s])
+    return evaluation_name(str(params.get("dataset") or DEFAULT_DATASET), [s for s in systems if s])
+
+
+def evaluation_name(dataset: str, systems: Sequence[str]) -> str:
+    """An evaluation's run and folder name from its systems' default labels: the same from the command line
+    (canonical specs) and the Prefect form (specs as typed, aliases and all)."""
+    return run_identity.run_name(dataset, [default_label(s) for s in systems])
 
 
 def summary_artifact(document: Mapping[str, Any]) -> None:
@@ -151,23 +158,34 @@ def dataset_splits(name: str) -> list[str] | None:
     return None
 
 
+def system_task_name(stage: str) -> Callable[[], str]:
+    """A per-system task run's name: the stage and the system's label (``retrieve dense:all-MiniLM-L6-v2``)."""
+
+    def name() -> str:
+        from prefect.runtime import task_run
+
+        return f"{stage} {default_label(str(task_run.parameters.get('system', '?')))}"
+
+    return name
+
+
 @task(name="ingest", retries=2, retry_delay_seconds=10, retry_condition_fn=_network_failure, cache_policy=NONE)
 def ingest_task(name: str, split: str | None) -> Dataset:
     return load_dataset(name, split)
 
 
-@task(name="retrieve", task_run_name="retrieve {system}", cache_policy=NONE)
+@task(name="retrieve", task_run_name=system_task_name("retrieve"), cache_policy=NONE)
 def retrieve_task(dataset: Dataset, system: str, depth: int | None) -> Any:
     return retrieve(dataset, system, depth)
 
 
-@task(name="latency", task_run_name="latency {system}", cache_policy=NONE)
+@task(name="latency", task_run_name=system_task_name("latency"), cache_policy=NONE)
 def latency_task(dataset: Dataset, system: str, depth: int | None, num_runs: int, seed: int = 0) -> dict[str, Any]:
     latency = measure_latency(dataset, system, depth=depth, num_runs=num_runs, seed=seed)
     return {k: v for k, v in vars(latency).items() if k not in ("system", "info")}
 
 
-@task(name="metrics", task_run_name="metrics {system}", cache_policy=NONE)
+@task(name="metrics", task_run_name=system_task_name("metrics"), cache_policy=NONE)
 def metrics_task(
     dataset: Dataset,
     system: str,
@@ -226,6 +244,7 @@ def report_task(
     comparisons: pd.DataFrame | None = None,
     seed: int = 0,
     calibration: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Write the result files into a temporary folder and publish it as ``output`` in one rename."""
     with publish(output) as build:
@@ -238,6 +257,7 @@ def report_task(
             baseline=baseline,
             comparisons=comparisons,
             calibration=calibration,
+            labels=labels,
             seed=seed,
         )
     return document
@@ -290,7 +310,7 @@ def evaluate_flow(
     specs, measures = validate(dataset, [baseline, *systems] if baseline else systems, metrics)
     specs = list(dict.fromkeys(specs))
     check_arguments(dataset, split, depth, latency_runs, human)
-    name = run_name or runtime.flow_run.name or run_identity.run_name(dataset, specs)
+    name = run_name or runtime.flow_run.name or evaluation_name(dataset, specs)
     claimed = output is None
     output = str(claim_output(dataset, output, overwrite, name))
     try:
@@ -345,7 +365,9 @@ def _evaluate(
     base = specs[0] if specs[0] not in failed else evaluations[0].system
     comparisons = significance_task(evaluations, measures, base, seed)
     calibration = calibrate_task(evaluations, human_data, measures, base) if human_data is not None else None
-    document = report_task(output, data, evaluations, measures, depth, base, comparisons, seed, calibration)
+    document = report_task(
+        output, data, evaluations, measures, depth, base, comparisons, seed, calibration, tracking.labels
+    )
     document = {**document, "run": _run_ids(name)}
     summary_artifact(document)
     if run_identity.is_default_output(dataset, output):

@@ -32,7 +32,7 @@ def test_demo_run_prints_no_third_party_info(tmp_path: Path) -> None:
     (tmp_path / "mlruns").mkdir()
     done = irflow("run", "--output", str(tmp_path / "out"), env=env_for(tmp_path))  # the defaults, all of them
     assert done.returncode == 0, done.stderr[-3000:]
-    dense = "dense:sentence-transformers/all-MiniLM-L6-v2"
+    dense = "dense:all-MiniLM-L6-v2"  # task runs are named by the systems' labels
     for system in ("bm25", dense, f"hybrid:bm25+{dense}"):
         for stage in ("retrieve", "latency"):
             assert f"[{stage} {system}] Finished in state Completed()" in done.stderr, (stage, system)
@@ -49,6 +49,14 @@ def test_demo_run_prints_no_third_party_info(tmp_path: Path) -> None:
     table = lines[header : header + 4]  # the header and the three systems' rows, with short labels
     assert [r.split()[0] for r in table[1:]] == ["bm25", "dense:all-MiniLM-L6-v2", "hybrid:bm25+dense:all-MiniLM-L6-v2"]
     assert max(len(r) for r in table) <= 120, table
+    # no line over 120 characters, no MLflow "View run" line; the verdict, then the folder and one link a line
+    long = [line for line in done.stdout.splitlines() + done.stderr.splitlines() if len(line) > 120]
+    assert not long, long
+    assert "View run" not in done.stdout + done.stderr and "View experiment" not in done.stdout
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("Verdict: "))
+    assert verdict > header + 3 and "is best on nDCG@10" in " ".join(lines[verdict : verdict + 4])
+    assert lines[-3].startswith("run:     techdocs_") and lines[-2].startswith("MLflow:  run ")
+    assert lines[-1].startswith("Prefect: ") and f"results: {tmp_path / 'out'}/" in lines
 
 
 def test_dask_runner_reports_to_the_one_prefect_server(tmp_path: Path) -> None:

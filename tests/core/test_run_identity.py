@@ -19,12 +19,23 @@ from irflow.tasks.core.schema import InputError
 WHEN = dt.datetime(2026, 11, 24, 7, 8, 12, tzinfo=dt.UTC)
 
 
-def test_run_names_say_dataset_systems_and_time() -> None:
+def test_run_names_say_dataset_time_and_systems() -> None:
     specs = ["bm25", "dense:sentence-transformers/all-MiniLM-L6-v2", "hybrid:bm25+dense:minilm"]
     name = run_identity.run_name("techdocs", specs, WHEN)
-    assert name == "techdocs_bm25_all-MiniLM-L6-v2_hybrid-bm25+minilm_20261124-070812"
+    assert name == "techdocs_20261124-070812_bm25_all-MiniLM-L6-v2_hybrid-bm25+minilm"
     many = run_identity.run_name("beir/scifact", [f"dense:m{i}" for i in range(6)], WHEN)
-    assert many == "beir_scifact_m0_m1_m2_+3_20261124-070812"
+    assert many == "beir_scifact_20261124-070812_m0_m1_m2_+3"
+
+
+def test_the_command_line_and_the_prefect_form_name_a_run_alike() -> None:
+    from irflow.flows.evaluate import evaluation_name
+    from irflow.tasks.systems.specs import as_spec
+
+    typed = ["bm25", "dense:minilm", "hybrid:bm25+dense:minilm"]  # as a person fills in the form
+    canonical = [str(as_spec(s)) for s in typed]  # as the command line passes them
+    names = [evaluation_name("techdocs", systems) for systems in (typed, canonical)]
+    start = len("techdocs_20261124-070812")  # the time may differ by a second
+    assert names[0][start:] == names[1][start:] == "_bm25_all-MiniLM-L6-v2_hybrid-bm25+all-MiniLM-L6-v2"
     assert all(c.isalnum() or c in "_-+.=," for c in run_identity.run_name("x", ["http:https://h/x?q=1 y"], WHEN))
 
 
@@ -81,7 +92,7 @@ def test_two_runs_keep_both_folders_and_name_their_runs(
     assert [d.returncode for d in done] == [0, 0], done[0].stderr[-3000:] + done[1].stderr[-3000:]
     root = tmp_path / "results" / "techdocs"
     folders = sorted(p for p in root.iterdir() if p.name != "latest")
-    assert len(folders) == 2 and all(p.name.startswith("techdocs_bm25_") for p in folders)
+    assert len(folders) == 2 and all(re.fullmatch(r"techdocs_\d{8}-\d{6}_bm25(_.+)?", p.name) for p in folders)
     assert (root / "latest").resolve() == folders[-1].resolve()
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     for folder, run in zip(folders, done):
@@ -91,8 +102,11 @@ def test_two_runs_keep_both_folders_and_name_their_runs(
         assert mlflow_run.info.run_name == folder.name
         assert mlflow_run.data.tags["prefect.flow_run_name"] == folder.name
         assert mlflow_run.data.tags["prefect.flow_run_id"] == document["run"]["prefect_flow_run_id"]
-        last = run.stdout.strip().splitlines()[-1]
-        assert document["mlflow"]["run_id"] in last and document["run"]["prefect_flow_run_id"] in last, last
+        last = run.stdout.strip().splitlines()[-3:]  # the MLflow run, the run list (none here), Prefect's
+        mlflow_line = next(line for line in last if line.startswith("MLflow: "))
+        prefect_line = next(line for line in last if line.startswith("Prefect: "))
+        assert document["mlflow"]["run_id"] in mlflow_line and document["run"]["prefect_flow_run_id"] in prefect_line
+        assert f"results: {folder}/" in run.stdout or f"results: {folder.relative_to(tmp_path)}/" in run.stdout
 
     # The run list as the MLflow UI reads it (search_runs): each run's name, dataset, headline metric.
     client = mlflow.MlflowClient()
@@ -145,3 +159,13 @@ def test_two_runs_keep_both_folders_and_name_their_runs(
     document = json.loads((old / "metrics.json").read_text())
     artifacts = mlflow.MlflowClient().list_artifacts(document["mlflow"]["run_id"], "runs")
     assert [Path(a.path).name for a in artifacts] == ["bm25.trec"]
+
+
+def test_annotate_flow_runs_get_a_readable_name() -> None:
+    from irflow.flows.annotate import annotation_name
+    from irflow.tasks.annotate.config import AnnotateConfig
+
+    config = AnnotateConfig(dataset="techdocs", judges=("openai(name=sim):gpt-4o-mini", "system:bm25"))
+    name = annotation_name(config, WHEN)
+    assert name == "annotate_techdocs_20261124-070812_openai-name=sim-gpt-4o-mini_system-bm25"
+    assert annotation_name({"dataset": "techdocs", "judges": list(config.judges)}, WHEN) == name  # a deployment's form

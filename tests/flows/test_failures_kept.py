@@ -70,8 +70,14 @@ def test_a_plugin_exit_and_a_failed_latency_keep_the_other_results(tmp_path: Pat
         env=env,
     )
     assert done.returncode == 2, done.stderr[-3000:]
-    assert f"{exits}': search() failed: SystemExit: 3" in done.stderr and "Crash detected" not in done.stderr
-    assert f"the others' results are in {out}" in done.stderr
+    # the table of the systems that succeeded, the failure listed under it, then one error line, no traceback
+    listed = " ".join(done.stdout.split())  # a long failure is wrapped
+    assert f"failed: {exits}: " in listed and "search() failed: SystemExit: 3" in listed
+    assert done.stdout.index("nDCG@10") < done.stdout.index(f"failed: {exits}")
+    assert "Crash detected" not in done.stderr and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"irflow: error: 1 of 3 systems failed (listed under the table); the others' results are in {out}"
+    )
     document = json.loads((out / "metrics.json").read_text())
     assert list(document["systems"]) == ["bm25", slow] and list(document["failed"]) == [exits]
     cost = document["cost"]
@@ -91,3 +97,45 @@ def test_a_plugin_exit_and_a_failed_latency_keep_the_other_results(tmp_path: Pat
     assert runs[exits].info.status == "FAILED" and runs["bm25"].info.status == "FINISHED"
     assert "Connection refused" in runs[slow].data.tags["irflow.latency_error"] and runs[slow].info.status == "FINISHED"
     assert "p95_ms" in runs["bm25"].data.metrics and "p95_ms" not in runs[slow].data.metrics
+
+
+@pytest.mark.e2e
+def test_a_chroma_server_that_is_down_fails_its_system_alone_in_one_line(tmp_path: Path) -> None:
+    """The Chroma-down case of issue 28: the good system's table, one error line for the other (the named
+    ChromaError, listed under the table), no traceback on the terminal (it is in the log file), exit 2."""
+    pytest.importorskip("chromadb", reason="needs the chroma extra: pip install -e '.[chroma]'")
+    from _chroma import free_port
+
+    out, port = tmp_path / "out", free_port()  # nothing listens there: the server is down
+    env = {
+        **os.environ,
+        "IRFLOW_CHROMA_URL": f"http://127.0.0.1:{port}",
+        "IRFLOW_CACHE_DIR": os.environ.get("IRFLOW_CACHE_DIR", str(tmp_path / "cache")),
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+    }
+    chroma = "dense(index=chroma):minilm"
+    log = Path(env["IRFLOW_CACHE_DIR"]) / "logs" / "irflow.log"
+    before = log.stat().st_size if log.is_file() else 0
+    done = irflow(
+        *("run", "--system", "bm25", "--system", chroma, "--metric", "nDCG@10", "--latency-runs", "0"),
+        *("--no-track", "--output", str(out)),
+        env=env,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    header = lines.index("system  nDCG@10")
+    assert lines[header + 1].split()[0] == "bm25" and lines[header + 2].startswith("failed: dense(index=chroma):")
+    listed = " ".join(done.stdout.split())
+    assert f"ChromaError: no Chroma server answers at http://127.0.0.1:{port} (IRFLOW_CHROMA_URL)" in listed
+    assert sum(line.startswith("failed: ") for line in lines) == 1
+    assert "Traceback" not in done.stderr and "Traceback" not in done.stdout
+    errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+    assert errors == [
+        f"irflow: error: 1 of 2 systems failed (listed under the table); the others' results are in {out}"
+    ]
+    shown = [line for line in done.stdout.splitlines() + done.stderr.splitlines() if str(out) not in line]
+    assert max(map(len, shown)) <= 120  # but the lines naming the (test's long) result folder
+    with open(log, encoding="utf-8") as fh:
+        fh.seek(before)
+        written = fh.read()
+    assert "Traceback" in written and "ChromaError" in written  # kept whole in the log file

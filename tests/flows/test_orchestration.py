@@ -227,5 +227,5 @@ def test_served_deployments_run_adhoc_with_parameters_and_schedule_nightly(
     assert document["run"]["name"] == final.name == evaluation[0].info.run_name
     assert document["run"]["prefect_flow_run_url"].endswith(f"/flow-runs/flow-run/{run.id}")
     assert document["mlflow"]["url"].startswith(tracking) and document["mlflow"]["url"].endswith(
-        evaluation[0].info.run_id
+        f"{evaluation[0].info.run_id}?workflowType=machine_learning"
     )

@@ -36,6 +36,14 @@ def test_click_grades_track_true_grades_and_rank_systems_alike(techdocs_bm25, tm
     assert manifest["source"]["clicks"]["click_model"] == "pbm"
     examination = manifest["source"]["clicks"]["examination"]
     assert examination["1"] == 1.0 and examination["5"] == pytest.approx(EXAMINATION[4], abs=0.08)
+    from irflow.cli.terminal import import_lines  # what `irflow datasets import` prints of the fit
+
+    printed = dict(import_lines(manifest["source"]))
+    assert (
+        printed["click model"].startswith("PBM, fitted in ")
+        and f"5: {examination['5']:.3f}" in printed["examination by rank"]
+    )
+    assert printed["click judgements"].startswith(f"{len(derived.qrels):,} of ")
 
     truth = {(q, d): g for q, d, g in dataset.qrels[["query_id", "doc_id", "relevance"]].itertuples(index=False)}
     pairs = derived.qrels.assign(

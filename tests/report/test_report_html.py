@@ -142,8 +142,12 @@ def test_report_html_in_chromium(demo: tuple[Dataset, Path], tmp_path: Path) -> 
             assert page.evaluate("window.__pwned") is None  # no dataset text ran as code
 
             # the summary table and every plot, rendered
-            summary = page.locator("#report h2:has-text('Summary') + p + table, #report h2:has-text('Summary') ~ table")
+            summary = page.locator("#report h2:has-text('Summary') ~ .scroll table")
             assert summary.count() >= 1
+            # the verdict is the first thing under the title; nothing is wider than the 1,280 px window
+            first = page.locator("#report h1 + p")
+            assert first.inner_text().startswith("Verdict. ") and " on nDCG@10" in first.inner_text()
+            assert too_wide(page) == []
             images = page.locator("#report img")
             assert images.count() == len(list((out / "plots").glob("*.png")))
             assert all(page.evaluate("[...document.images].map(i => i.complete && i.naturalWidth > 0)"))
@@ -165,7 +169,7 @@ def test_report_html_in_chromium(demo: tuple[Dataset, Path], tmp_path: Path) -> 
             assert column == sorted(column, reverse=True)
 
             # a report.md table sorts too: the queries per category, by their leading numbers ("3 (few)")
-            by_category = page.locator("#report h3:has-text('By category') + table")
+            by_category = page.locator("#report h3:has-text('By category') + .scroll table")
             counts = "t => [...t.tBodies[0].rows].map(r => parseInt(r.cells[1].textContent))"
             by_category.locator("thead th").nth(1).click()
             assert by_category.evaluate(counts) == sorted(by_category.evaluate(counts))
@@ -208,6 +212,24 @@ def test_report_html_in_chromium(demo: tuple[Dataset, Path], tmp_path: Path) -> 
         finally:
             browser.close()
     assert requests == [url]  # the page itself, nothing else
+
+
+# Elements that stick out of the window (the page would scroll sideways), ignoring those inside a box that
+# scrolls on its own (a wide table's .scroll) and whose box itself fits.
+TOO_WIDE = """() => {
+  const width = document.documentElement.clientWidth, out = [];
+  for (const e of document.querySelectorAll('body *')) {
+    if (e.closest('.scroll') && e.closest('.scroll') !== e) continue;
+    const r = e.getBoundingClientRect();
+    if (r.width > 0 && (r.right > width + 1 || r.left < -1)) out.push(e.tagName + '#' + e.id + ' ' + r.right);
+  }
+  if (document.documentElement.scrollWidth > width + 1) out.push('page ' + document.documentElement.scrollWidth);
+  return out;
+}"""
+
+
+def too_wide(page: Any) -> list[str]:
+    return list(page.evaluate(TOO_WIDE))
 
 
 def _get(url: str) -> Any:
@@ -296,11 +318,21 @@ def test_the_mlflow_run_list_shows_the_headline_and_report_html(
             page.get_by_text(VIEW_NAME).first.click()
             page.locator(".ag-header-cell[col-id='metrics.`best.ndcg_at_10`']").first.wait_for(timeout=30_000)
 
+            # the run's link irflow prints opens the model-training pages in a fresh browser (a bare
+            # experiment link would open the GenAI overview: MLflow 3.17 picks by the link or the browser)
+            fresh = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+            fresh.goto(tracked["url"])
+            fresh.get_by_text(name).first.wait_for(timeout=60_000)
+            assert "workflowType=machine_learning" in fresh.url and fresh.get_by_text("Evaluation runs").count() == 0
+            page.set_viewport_size({"width": 1280, "height": 800})
             page.goto(f"{mlflow_url}/#/experiments/{experiment}/runs/{run_id}/artifacts/report.html")
             page.get_by_text("report.html").first.wait_for(timeout=60_000)
             frame = page.frame_locator("iframe").first
             frame.locator("h1").first.wait_for(timeout=60_000)  # MLflow's viewer renders the page in a frame
             assert "Evaluation of techdocs" in frame.locator("h1").first.inner_text()
+            assert frame.locator("#report h1 + p").inner_text().startswith("Verdict. ")
+            inner = next(f for f in page.frames if f != page.main_frame and f.query_selector("#report"))
+            assert too_wide(inner) == []  # nothing clipped by the viewer's frame: wide tables scroll in their box
             page.screenshot(path=str(folder / "mlflow_report_html.png"))
         finally:
             browser.close()

@@ -6,20 +6,23 @@ Pure functions on small synthetic results (no retrieval, no server); the real CL
 
 from __future__ import annotations
 
+import itertools
 import logging
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from irflow.cli.terminal import QuietFilter, metrics_table
+from irflow.cli.terminal import QuietFilter, ShortFormatter, metrics_table
 from irflow.tasks.compare.family import ComparisonFamily, families
-from irflow.tasks.compare.significance import compare_systems
+from irflow.tasks.compare.significance import compare_systems, format_p
 from irflow.tasks.report import plots
 from irflow.tasks.report.data import analyse
 from irflow.tasks.report.markdown import markdown_report
-from irflow.tasks.report.recommendations import recommendations, two_values
+from irflow.tasks.report.recommendations import read_verdict, recommendations, two_values
 from irflow.tasks.report.results import StoredResults
 from irflow.tasks.retrieve.costs import fresh_costs
 
@@ -229,3 +232,133 @@ def test_recommendation_names_the_family_of_its_adjusted_p() -> None:
     assert data.comparisons.loc[0, "p_adjusted"] > 0.05 and data.comparisons.loc[0, "delta"] > 0
     (first, *_) = recommendations(results.document, data)
     assert "not significant after correction (a single comparison, so Holm (1979) leaves its p unchanged;" in first
+
+
+def _summary_rows(report: str) -> list[list[str]]:
+    summary = report.split("## Summary", 1)[1].split("\n## ", 1)[0].splitlines()
+    start = next(i for i, line in enumerate(summary) if line.startswith("| "))
+    table = [line for line in itertools.takewhile(lambda line: line.startswith("|"), summary[start:])]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in table]
+
+
+def test_verdict_comes_first_and_says_the_gain_holds() -> None:
+    results = three_systems()
+    data = analyse(results)
+    report = markdown_report(results.document, data)
+    lines = report.splitlines()
+    assert lines[0].startswith("# Evaluation of toy") and lines[2].startswith("**Verdict.** ")
+    row = data.comparisons.set_index(["metric", "candidate"]).loc[("nDCG@10", HYBRID)]
+    assert row.significant
+    label = data.labels[HYBRID]
+    assert lines[2].startswith(f"**Verdict.** {label} is best on nDCG@10: ")
+    assert f"{row.delta:+.4f} (unadjusted 95% CI {row.ci_low:+.4f} to {row.ci_high:+.4f})" in lines[2]
+    assert "the gain holds after Holm correction over 2 comparisons" in lines[2]
+    header, _, *rows = _summary_rows(report)
+    assert "95% CI of Δ (unadjusted)" in header
+    sig = header.index("sig")
+    dense = data.comparisons.set_index(["metric", "candidate"]).loc[("nDCG@10", DENSE)]
+    assert [r[sig] for r in rows] == ["-", "▲" if dense.significant else "-", "▲"]
+    assert read_verdict(report) == "Verdict: " + lines[2].removeprefix("**Verdict.** ")
+
+
+def test_an_interval_that_disagrees_with_its_adjusted_p_is_marked_and_explained() -> None:
+    results = three_systems()
+    data = analyse(results)
+    table = data.comparisons.copy()
+    first = table.index[(table["metric"] == "nDCG@10") & (table["candidate"] == HYBRID)][0]
+    table.loc[first, ["ci_low", "ci_high", "p_adjusted", "significant"]] = [0.004, 0.096, 0.051, False]
+    report = markdown_report(results.document, replace(data, comparisons=table))
+    verdict = read_verdict(report) or ""
+    assert "the gain does not hold after Holm correction over 2 comparisons (adjusted p 0.051 ≥ 0.05)" in verdict
+    header, _, *rows = _summary_rows(report)
+    hybrid = next(r for r in rows if r[0] == data.labels[HYBRID])
+    assert hybrid[header.index("95% CI of Δ (unadjusted)")] == "[+0.0040, +0.0960] †"
+    assert hybrid[header.index("sig")] == "-"
+    assert "† The interval and the adjusted p disagree: the 95% CI is unadjusted" in report
+    assert "randomization test differ at the edge" not in report  # only the case that occurs is explained
+
+
+def test_verdict_keeps_the_baseline_when_nothing_beats_it() -> None:
+    rng = np.random.default_rng(1)
+    base = rng.random(30)
+    results = stored({"bm25": base, DENSE: np.clip(base - 0.3, 0, 1)})
+    data = analyse(results)
+    verdict = read_verdict(markdown_report(results.document, data)) or ""
+    row = data.comparisons.iloc[0]
+    assert verdict.startswith(f"Verdict: No system beats the baseline bm25 on nDCG@10 ({base.mean():.4f}); ")
+    assert f"the closest, {data.labels[DENSE]}, is {row.delta:+.4f}" in verdict
+    assert (
+        "and significantly worse (adjusted p " in verdict and ", a single comparison (nothing to correct))." in verdict
+    )
+
+
+def test_terminal_lines_are_single_and_failed_runs_are_left_to_irflow(tmp_path: Path) -> None:
+    log = tmp_path / "irflow.log"
+    short = ShortFormatter("%(levelname)s %(name)s: %(message)s", log)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.LogRecord("irflow.x", logging.ERROR, __file__, 1, "failed\nsecond line", None, sys.exc_info())
+    assert short.format(record) == f"ERROR irflow.x: failed (traceback in {log})"
+    assert short.format(record) == "ERROR irflow.x: failed"  # the log file is named once
+    progress = logging.LogRecord("prefect.flow_runs", logging.INFO, __file__, 1, "x" * 200, None, None)
+    assert len(short.format(progress)) == 120 and short.format(progress).endswith("x…")
+    warning = logging.LogRecord("irflow.x", logging.WARNING, __file__, 1, "y" * 200, None, None)
+    assert short.format(warning).endswith("y" * 200)  # a warning is never cut
+    quiet = QuietFilter(logging.INFO, logging.WARNING, run_failures=False)
+
+    def shown(name: str, level: int, message: str) -> bool:
+        return quiet.filter(logging.LogRecord(name, level, __file__, 1, message, None, None))
+
+    assert not shown("prefect.task_runs", logging.ERROR, "Task run failed with exception: ChromaError(...)")
+    assert not shown("prefect.flow_runs", logging.INFO, "Finished in state Failed('1 of 2 systems failed')")
+    assert shown("prefect.task_runs", logging.INFO, "Finished in state Completed()")
+    retry = "Task run failed with exception: OSError('reset') - Retry 1/2 will start 10 second(s) from now"
+    assert shown("prefect.task_runs", logging.ERROR, retry)  # what happens next, said in its one line
+    assert shown("irflow.flows", logging.ERROR, "something irflow says itself")
+
+
+def test_quiet_logging_stops_mlflows_view_run_lines(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from mlflow.environment_variables import MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT
+
+    from irflow.cli.terminal import configure_logging
+
+    monkeypatch.delenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", raising=False)
+    monkeypatch.setenv("IRFLOW_CACHE_DIR", str(tmp_path))
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        assert not MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT.get()
+        configure_logging(verbose=False)
+        assert MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT.get()  # what MLflow's end_run reads before printing them
+        logging.getLogger("irflow.test").warning("kept whole")
+        assert "kept whole" in (tmp_path / "logs" / "irflow.log").read_text()
+    finally:
+        for handler in root.handlers:
+            handler.close()
+        root.handlers[:], _ = saved[0], root.setLevel(saved[1])
+
+
+def test_given_labels_name_systems_in_the_report_and_the_terminal() -> None:
+    results = three_systems()
+    results.document["labels"] = {HYBRID: "fused"}
+    data = analyse(results)
+    report = markdown_report(results.document, data)
+    assert data.labels == {"bm25": "bm25", DENSE: "dense:all-MiniLM-L6-v2", HYBRID: "fused"}
+    assert (read_verdict(report) or "").startswith("Verdict: fused is best on nDCG@10")
+    assert "| fused | `hybrid:bm25+dense:sentence-transformers/all-MiniLM-L6-v2` |" in report
+    table = metrics_table({**results.document, "dataset": {"name": "toy", "split": "test", "queries": 30}})
+    assert "\nfused " in table and f"fused = {HYBRID}" in table
+
+
+def test_verdict_of_a_single_comparison_says_nothing_was_corrected() -> None:
+    rng = np.random.default_rng(2)
+    base = rng.random(30)
+    results = stored({"bm25": base, DENSE: np.clip(base + 0.25, 0, 1)})
+    data = analyse(results)
+    verdict = read_verdict(markdown_report(results.document, data)) or ""
+    assert data.comparisons.iloc[0]["significant"]
+    assert verdict.endswith(
+        f"the gain is significant (p {format_p(data.comparisons.iloc[0]['p_adjusted'])}, "
+        "a single comparison (nothing to correct))."
+    )

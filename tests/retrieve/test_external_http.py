@@ -58,7 +58,7 @@ def per_query(dataset: Dataset, run: pd.DataFrame) -> dict[tuple[str, str], floa
     return {(m, q): v for m, q, v in table[["measure", "query_id", "value"]].itertuples(index=False)}
 
 
-def test_a_service_gives_the_metrics_of_the_run_it_serves(served, tmp_path: Path, monkeypatch) -> None:
+def test_a_service_gives_the_metrics_of_the_run_it_serves(served, tmp_path: Path, monkeypatch, capsys) -> None:
     dataset, run, hits, trec = served
     monkeypatch.setenv("SEARCH_TOKEN", TOKEN)
     expected = per_query(dataset, retrieve(dataset, f"run:{trec}").run)
@@ -73,8 +73,16 @@ def test_a_service_gives_the_metrics_of_the_run_it_serves(served, tmp_path: Path
         assert took >= 1.0  # Retry-After: 1 was honoured
         assert per_query(dataset, result.run) == expected
         assert result.run.equals(retrieve(dataset, f"run:{trec}").run)  # the very same table, scores and ties
+        monkeypatch.setenv("IRFLOW_PROGRESS", "1")  # as on a terminal: the service's calls show progress
+        capsys.readouterr()
         one_by_one = retrieve(dataset, f"http(auth_env=SEARCH_TOKEN,concurrency=1):{url}/search", depth=100)
         assert one_by_one.run.equals(result.run)  # concurrency 1: requests in turn, the same table
+        n = len(dataset.queries)
+        assert (
+            f"\rretrieve http(auth_env=SEARCH_TOKEN,concurrency=1):127.0.0.1:{url.rsplit(':', 1)[1]}/search  "
+            f"{n}/{n} queries (100%)" in capsys.readouterr().err
+        )
+        monkeypatch.delenv("IRFLOW_PROGRESS")
         assert TOKEN not in json.dumps(result.info) and result.info["http_auth_env"] == "SEARCH_TOKEN"
 
         from irflow.tasks.retrieve.searchers import make_searcher

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import base64
 import json
+import urllib.request
 import zlib
 from pathlib import Path
 
-from irflow.tasks.tracking.store import Tracker
+import pytest
+
+from irflow.tasks.tracking.store import EXPERIMENT_KIND_TAG, Tracker
 from irflow.tasks.tracking.view import LEADING, VIEW_NAME, VIEW_TAG, read_view, save_headline_view, view_url
 
 HEADLINE = ["attributes.`Dataset`", "metrics.`best.ndcg_at_10`", "metrics.`ndcg_at_10`", "tags.`irflow.best_system`"]
@@ -65,3 +68,28 @@ def test_the_view_link_needs_a_server_and_carries_no_credentials(tmp_path: Path)
     assert view_url(server) == (
         "https://mlflow.example:8443/#/experiments/7/runs?viewStateShareKey=irflow-headline&workflowType=machine_learning"
     )
+
+
+@pytest.mark.e2e
+def test_irflow_experiments_carry_the_model_training_kind_as_the_ui_reads_it(tmp_path: Path) -> None:
+    """The experiment kind tag (what MLflow's UI reads when its workflow switch is off; the links irflow
+    prints carry the workflow, see test_report_html), read through the REST API the UI calls: set on a new
+    experiment and on an existing one without it; a kind someone chose is kept."""
+    import mlflow
+    from _stores import mlflow_server
+
+    def tags(url: str, experiment_id: str) -> dict[str, str]:
+        with urllib.request.urlopen(f"{url}/ajax-api/2.0/mlflow/experiments/get?experiment_id={experiment_id}") as r:
+            return {t["key"]: t["value"] for t in json.loads(r.read())["experiment"].get("tags", [])}
+
+    with mlflow_server(tmp_path) as url:
+        new = Tracker("irflow", uri=url).experiment_id
+        assert tags(url, new)[EXPERIMENT_KIND_TAG] == "custom_model_development"
+        client = mlflow.MlflowClient(url)
+        old = client.create_experiment("made-elsewhere")
+        chosen = client.create_experiment("genai", tags={EXPERIMENT_KIND_TAG: "genai_development"})
+        assert EXPERIMENT_KIND_TAG not in tags(url, old)
+        assert Tracker("made-elsewhere", uri=url).experiment_id == old
+        assert tags(url, old)[EXPERIMENT_KIND_TAG] == "custom_model_development"
+        assert Tracker("genai", uri=url).experiment_id == chosen
+        assert tags(url, chosen)[EXPERIMENT_KIND_TAG] == "genai_development"

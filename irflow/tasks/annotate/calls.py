@@ -20,6 +20,7 @@ from typing import Protocol
 from irflow.tasks.annotate.battle import JudgeAuthError, JudgeCallError, JudgeSetupError
 from irflow.tasks.annotate.llm_judges import PromptJudge
 from irflow.tasks.core.atomic import file_lock
+from irflow.tasks.core.progress import Progress
 from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import InputError, IrflowError
 
@@ -83,10 +84,12 @@ class AnswerCache:
             out.flush()
 
 
-def ask_all(requests: Sequence[Asked], generator: PromptJudge, cache: AnswerCache) -> dict[str, Outcome]:
-    """Every request's answer (cached ones from the cache), at most ``generator.concurrency`` in flight.
-    A refused key stops everything at once (:class:`GeneratorAuthError`); answers already received stay
-    in the cache."""
+def ask_all(
+    requests: Sequence[Asked], generator: PromptJudge, cache: AnswerCache, what: str = "LLM calls"
+) -> dict[str, Outcome]:
+    """Every request's answer (cached ones from the cache), at most ``generator.concurrency`` in flight,
+    with progress (calls/s, ETA) named ``what`` on a terminal. A refused key stops everything at once
+    (:class:`GeneratorAuthError`); answers already received stay in the cache."""
     stored = cache.load()
     outcomes = {r.key: Outcome(stored[r.key], cached=True) for r in requests if r.key in stored}
     todo = list({r.key: r for r in requests if r.key not in stored}.values())
@@ -95,13 +98,14 @@ def ask_all(requests: Sequence[Asked], generator: PromptJudge, cache: AnswerCach
             generator.prepare()
         except JudgeSetupError as err:
             raise InputError(str(err)) from None
-        outcomes |= asyncio.run(_ask(todo, generator, cache))
+        outcomes |= asyncio.run(_ask(todo, generator, cache, what))
     return outcomes
 
 
-async def _ask(todo: list[Asked], generator: PromptJudge, cache: AnswerCache) -> dict[str, Outcome]:
+async def _ask(todo: list[Asked], generator: PromptJudge, cache: AnswerCache, what: str) -> dict[str, Outcome]:
     gate = asyncio.Semaphore(max(1, generator.concurrency))
     refused = asyncio.Event()
+    progress = Progress(what, len(todo), unit="calls")  # rate and ETA on a terminal only
 
     async def one(request: Asked) -> tuple[str, Outcome]:
         async with gate:
@@ -114,6 +118,8 @@ async def _ask(todo: list[Asked], generator: PromptJudge, cache: AnswerCache) ->
             except JudgeAuthError:
                 refused.set()
                 raise
+            finally:
+                progress.advance(1)
             text = redact(text)  # what is stored is what is used: an answer that echoes the key shows ***
             cache.append(request.key, text)
             return request.key, Outcome(text)
@@ -127,4 +133,5 @@ async def _ask(todo: list[Asked], generator: PromptJudge, cache: AnswerCache) ->
         await asyncio.gather(*tasks, return_exceptions=True)
         raise GeneratorAuthError(str(err)) from None
     finally:
+        progress.close()
         await generator.aclose()

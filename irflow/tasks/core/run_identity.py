@@ -1,9 +1,11 @@
 """Run identity: one readable name per evaluation, used by Prefect, MLflow and the result folder.
 
-A name reads ``<dataset>_<system labels>_<UTC time>``, e.g.
-``techdocs_bm25_minilm_hybrid-bm25+minilm_20261124-070812``: it sorts by dataset, then says what
-was compared and when. Every character is safe in a file name, a Prefect flow-run name and an
-MLflow run name, so the three show the same string.
+A name reads ``<dataset>_<UTC time>_<system labels>``, e.g.
+``techdocs_20261124-070812_bm25_all-MiniLM-L6-v2_hybrid-bm25+all-MiniLM-L6-v2``: it sorts by dataset,
+then time, and two runs differ within the first 25 characters, where MLflow's run list cuts names. The
+labels are the systems' default labels (``irflow.tasks.systems.labels``), passed in by the caller, so
+the command line and the Prefect form name the same systems alike. Every character is safe in a file
+name, a Prefect flow-run name and an MLflow run name, so the three show the same string.
 
 Result folders default to ``results/<dataset>/<run name>/``, beside a ``latest`` symlink to the
 newest one; a folder is claimed (created empty) before any work, so two runs never share one. An
@@ -40,12 +42,12 @@ def system_label(spec: str) -> str:
 
 
 def run_name(dataset: str, systems: Sequence[str], when: dt.datetime | None = None) -> str:
-    """``<dataset>_<labels>_<YYYYmmdd-HHMMSS>`` (UTC); past :data:`MAX_LABELS` systems, ``+N`` stands for the rest."""
+    """``<dataset>_<YYYYmmdd-HHMMSS>_<labels>`` (UTC); past :data:`MAX_LABELS` systems, ``+N`` stands for the rest."""
     when = (when or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
     labels = list(dict.fromkeys(system_label(s) for s in systems))
     if len(labels) > MAX_LABELS:
         labels = [*labels[: MAX_LABELS - 1], f"+{len(labels) - MAX_LABELS + 1}"]
-    return "_".join([dataset_folder(dataset), *labels, when.strftime("%Y%m%d-%H%M%S")])
+    return "_".join([dataset_folder(dataset), when.strftime("%Y%m%d-%H%M%S"), *labels])
 
 
 def dataset_folder(dataset: str) -> str:

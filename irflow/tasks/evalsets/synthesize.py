@@ -304,7 +304,7 @@ def synthesize(config: SynthesisConfig, *, dry_run: bool = False, cache: AnswerC
     if dry_run:
         plan = estimate(requests, generator, set(cache.load()))
         return {"dry_run": True, "base": base.name, "documents": len(docs), "stratify": column, **plan}
-    outcomes = ask_all(requests, generator, cache)
+    outcomes = ask_all(requests, generator, cache, what="synthesize")
     if all(o.text is None for o in outcomes.values()):
         first = next(o.error for o in outcomes.values() if o.error)
         raise GenerationFailedError(f"no call got an answer ({len(outcomes)} failed); first error: {first}")

@@ -91,7 +91,7 @@ class CachedAsk:
     def __call__(self, prompts: Sequence[Prompt]) -> list[Reply]:
         requests = self._requests(prompts)
         counted = dict(self.client.usage)
-        outcomes = ask_all(requests, self.client, self.cache)
+        outcomes = ask_all(requests, self.client, self.cache, what=f"{self.client.role} {self.client.name}")
         fresh = {r.key: r for r in requests if not outcomes[r.key].cached}
         u = self.usage
         u.cached += len({r.key for r in requests}) - len(fresh)

@@ -156,7 +156,7 @@ def analyse(
     return ReportData(
         baseline=baseline,
         systems=systems,
-        labels=plots.short_labels(systems),
+        labels=plots.short_labels(systems, document.get("labels")),
         headline=headline,
         measures=measures,
         wide=wide,

@@ -109,7 +109,8 @@ def _markdown_html(markdown: str, plots: Mapping[str, bytes]) -> str:
                     child.attrSet("src", "data:image/png;base64," + base64.b64encode(plots[src]).decode("ascii"))
                 else:
                     child.attrSet("src", "")  # a missing plot: no request for it
-    return str(md.renderer.render(tokens, md.options, {}))
+    rendered = str(md.renderer.render(tokens, md.options, {}))
+    return rendered.replace("<table>", '<div class="scroll"><table>').replace("</table>", "</table></div>")
 
 
 def _json_script(element_id: str, value: Any) -> str:
@@ -174,10 +175,11 @@ def html_report(
             "click a header to sort, click a row to drill down. "
             '<span id="shown"></span></p>'
             f"<p>{html.escape(view.note)}</p>"
-            '<div id="filters"></div><table id="queries" class="sortable"><thead></thead><tbody></tbody></table>'
+            '<div id="filters"></div><div class="scroll tall"><table id="queries" class="sortable"><thead></thead>'
+            "<tbody></tbody></table></div>"
             '<h2 id="drill-down">Drill-down</h2><p><label>query <select id="pick"></select></label> '
             '<label>left <select id="left"></select></label> <label>right <select id="right"></select></label></p>'
-            '<p id="qtext"></p><table id="qmetrics"></table><div id="rankings"></div>'
+            '<p id="qtext"></p><div class="scroll"><table id="qmetrics"></table></div><div id="rankings"></div>'
             + _json_script("irflow-data", _page_data(data, view, per_query))
         )
     return (
@@ -191,19 +193,27 @@ def html_report(
     )
 
 
+# Fits 1,280 px and MLflow's artifact frame: the page never scrolls sideways; a table wider than the page
+# scrolls inside its own box (.scroll), long labels and snippets wrap within a cell.
 _CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
-main{max-width:1200px;margin:0 auto;padding:1em 2em}
+*,*::before,*::after{box-sizing:border-box}
+body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#222;background:#fafafa;overflow-wrap:anywhere}
+main{max-width:1200px;margin:0 auto;padding:1em 1.5em}
+#report>p:first-of-type{font-size:1.1em;background:#eef6ff;border-left:4px solid #3b82f6;padding:.5em 1em}
+.scroll{max-width:100%;overflow-x:auto;margin:.5em 0 1em}.scroll>table{margin:0}
+.tall{max-height:70vh;overflow-y:auto}
 table{border-collapse:collapse;margin:.5em 0 1em;background:#fff}
-th,td{border:1px solid #ddd;padding:3px 8px;vertical-align:top}
-th{background:#f0f0f0;cursor:pointer;user-select:none;white-space:nowrap}
+th,td{border:1px solid #ddd;padding:3px 8px;vertical-align:top;max-width:36em;overflow-wrap:anywhere}
+td{min-width:4.5em}
+th{background:#f0f0f0;cursor:pointer;user-select:none}
 th[data-dir=asc]::after{content:" \\25B2"}th[data-dir=desc]::after{content:" \\25BC"}
 img{max-width:100%}code{background:#f0f0f0;padding:0 3px}
 blockquote{border-left:4px solid #e0b000;margin:0;padding:0 1em;background:#fffbe6}
 #queries tbody tr{cursor:pointer}#queries tbody tr:hover{background:#eef}
-#rankings{display:flex;gap:1em;flex-wrap:wrap}#rankings>div{flex:1;min-width:420px}
+#rankings{display:flex;gap:1em;flex-wrap:wrap}#rankings>div{flex:1;min-width:min(420px,100%);overflow-x:auto}
 .g0{color:#999}.g1{background:#e8f5e9}.g2{background:#c8e6c9}.g3{background:#a5d6a7}
 #filters label{margin-right:1em}
+label{display:inline-block;max-width:100%}select{max-width:100%}
 """
 
 # The page's only code: sorting, filtering and the drill-down. Dataset text goes through textContent.

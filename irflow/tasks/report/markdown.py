@@ -14,7 +14,7 @@ from irflow.tasks.report.cost import cost_section
 from irflow.tasks.report.data import ReportData
 from irflow.tasks.report.format import cell, format_p, img, md_table, ms, num
 from irflow.tasks.report.power import power_note
-from irflow.tasks.report.recommendations import recommendations_section
+from irflow.tasks.report.recommendations import VERDICT_LEAD, recommendations_section, verdict
 from irflow.tasks.report.significance import significance_section, summary_section
 
 
@@ -71,6 +71,7 @@ def markdown_report(
         return "\n".join(_header(document) + _simple_report(document) + calibration_section(document))
     plot_files = plot_files or {}
     lines = _header(document)
+    lines[2:2] = [VERDICT_LEAD + verdict(document, data), ""]  # the first paragraph, under the title
     lines += _systems_section(data)
     lines += _external_section(document, data)
     for note in data.notes:

@@ -9,7 +9,6 @@ no display is ever needed. Systems keep one colour across all plots (their order
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,15 +18,18 @@ import pandas as pd
 
 from irflow.tasks.compare.significance import format_p
 from irflow.tasks.core.atomic import atomic_path
+from irflow.tasks.systems.labels import default_label
 
 DPI = 110
 
 
-def short_labels(systems: Sequence[str]) -> dict[str, str]:
-    """Readable names for plots and table headers: model paths are cut to their last component
-    (``dense:sentence-transformers/all-MiniLM-L6-v2`` → ``dense:all-MiniLM-L6-v2``); full specs are
-    kept wherever two systems would otherwise share a label."""
-    short = {s: re.sub(r"(?<=[:@+(])(?:[^:@+()/]*/)+", "", s) for s in systems}
+def short_labels(systems: Sequence[str], given: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Readable names for plots and table headers: the ``given`` label of a system (``--label``, an
+    experiment file), else its default label (:func:`~irflow.tasks.systems.labels.default_label`:
+    ``dense:all-MiniLM-L6-v2``, ``http:127.0.0.1:8080/search``, ``run:bm25.trec``); full specs are kept
+    wherever two systems would otherwise share a label."""
+    given = given or {}
+    short = {s: given.get(s) or default_label(s) for s in systems}
     counts = pd.Series(list(short.values())).value_counts()
     return {s: (label if counts[label] == 1 else s) for s, label in short.items()}
 

@@ -89,6 +89,67 @@ def recommendations(document: Mapping[str, Any], data: ReportData) -> list[str]:
     return out
 
 
+VERDICT_LEAD = "**Verdict.** "  # report.md's first paragraph starts so; :func:`read_verdict` finds it
+
+
+def verdict(document: Mapping[str, Any], data: ReportData) -> str:
+    """One sentence for the top of the report: the best system on the headline metric, its difference to
+    the baseline with the (unadjusted) interval, and, in words, whether it holds after the correction."""
+    h, base, lab = data.headline, data.baseline, data.labels
+    means = {s: document["systems"][s][h] for s in data.systems}
+    if len(data.systems) < 2:
+        return f"Only {lab[base]} was evaluated ({h} {means[base]:.4f}): nothing is compared."
+    cmp_ = data.comparisons[data.comparisons["metric"] == h].set_index("candidate")
+    best = max(data.systems, key=lambda s: means[s])
+    family = _correction(data)
+    if best == base:
+        near = max(data.systems[1:], key=lambda s: means[s])
+        r = cmp_.loc[near]
+        held = "significantly worse" if r.significant else "not significantly different"
+        return (
+            f"No system beats the baseline {lab[base]} on {h} ({means[base]:.4f}); the closest, {lab[near]}, "
+            f"is {r.delta:+.4f} ({_interval(data, r)}) and {held} (adjusted p {_p(r.p_adjusted)}, {family})."
+        )
+    r = cmp_.loc[best]
+    single = family.startswith("a single")
+    if r.significant:
+        held = (
+            f"the gain is significant (p {_p(r.p_adjusted)}, {family})"
+            if single
+            else f"the gain holds after {family} (adjusted p {_p(r.p_adjusted)})"
+        )
+    else:
+        held = (
+            f"the gain is not significant (p {_p(r.p_adjusted)} ≥ {data.options['alpha']}, {family})"
+            if single
+            else f"the gain does not hold after {family} (adjusted p {_p(r.p_adjusted)} ≥ {data.options['alpha']})"
+        ) + f": it may be chance on these {r.n} queries"
+    return (
+        f"{lab[best]} is best on {h}: {means[best]:.4f} vs {means[base]:.4f} for the baseline {lab[base]}, "
+        f"{r.delta:+.4f} ({_interval(data, r)}); {held}."
+    )
+
+
+def _correction(data: ReportData) -> str:
+    """The headline family in a few words: "Holm correction over 2 comparisons", "a single comparison (...)"."""
+    found = [f for f in families(data.comparisons) if data.headline in f.metrics]
+    if not found or found[0].size < 2:
+        return "a single comparison (nothing to correct)"
+    return f"{found[0].method.capitalize()} correction over {found[0].size} comparisons"
+
+
+def _interval(data: ReportData, r: Any) -> str:
+    return f"unadjusted {data.ci_label} {r.ci_low:+.4f} to {r.ci_high:+.4f}"
+
+
+def read_verdict(markdown: str) -> str | None:
+    """The verdict sentence of a report.md's text, as plain text (None: a report without one)."""
+    for line in markdown.splitlines():
+        if line.startswith(VERDICT_LEAD):
+            return "Verdict: " + line[len(VERDICT_LEAD) :].replace("`", "")
+    return None
+
+
 def _family(data: ReportData) -> str:
     """The headline's correction family, e.g. "Holm (1979) over a family of 2 comparisons (nDCG@10)"."""
     found = [f for f in families(data.comparisons) if data.headline in f.metrics]

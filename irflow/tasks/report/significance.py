@@ -34,8 +34,35 @@ def _family_note(data: ReportData) -> str:
     return (
         f"Δ = system − baseline, per query, averaged; p = two-sided Fisher randomization test "
         f"({o['permutations']:,} sign flips, seed {o['seed']}); ▲/▼ = significantly better/worse than the "
-        f"baseline at α = {o['alpha']} after correction. {family_sentence(data)}"
+        f"baseline at α = {o['alpha']} after correction, - = not; intervals are unadjusted. {family_sentence(data)}"
     )
+
+
+def disagrees(row: Any) -> bool:
+    """The row's unadjusted interval and its corrected test say different things (one excludes 0, the
+    other is not significant, or the other way round)."""
+    excludes = row.ci_low > 0 or row.ci_high < 0
+    return bool(excludes) != bool(row.significant)
+
+
+def _disagreement_note(data: ReportData, rows: list[Any]) -> list[str]:
+    """Explains each † of the summary: why an interval and its adjusted p may not agree."""
+    odd = [r for r in rows if disagrees(r)]
+    if not odd:
+        return []
+    alpha, text = data.options["alpha"], "† The interval and the adjusted p disagree: "
+    if any(not r.significant for r in odd):
+        text += (
+            f"the {data.ci_label} is unadjusted (one comparison on its own) while the p-value is corrected over "
+            f"the family above, so an interval that excludes 0 can sit beside an adjusted p ≥ {alpha}: the "
+            "difference does not hold after correction. "
+        )
+    if any(r.significant for r in odd):
+        text += (
+            "an interval that includes 0 beside a significant adjusted p means the bootstrap interval and the "
+            "randomization test differ at the edge: read it as borderline."
+        )
+    return [text.rstrip(), ""]
 
 
 def summary_section(document: Mapping[str, Any], data: ReportData, plot_files: Mapping[str, str]) -> list[str]:
@@ -48,7 +75,7 @@ def summary_section(document: Mapping[str, Any], data: ReportData, plot_files: M
         cost = ms(costs.get(s, {}), "p95_ms")
         beside = [f"{judged.get(s, float('nan')):.0%}"] if judged is not None else []
         if s == data.baseline:
-            rows.append([f"{data.labels[s]} (baseline)", num(means[s][h]), *beside, "-", "-", "-", "", "-", cost])
+            rows.append([f"{data.labels[s]} (baseline)", num(means[s][h]), *beside, "-", "-", "-", "-", "-", cost])
             continue
         r = cmp_.loc[(h, s)]
         rows.append(
@@ -57,17 +84,18 @@ def summary_section(document: Mapping[str, Any], data: ReportData, plot_files: M
                 num(means[s][h]),
                 *beside,
                 signed(r.delta),
-                f"[{signed(r.ci_low)}, {signed(r.ci_high)}]",
+                f"[{signed(r.ci_low)}, {signed(r.ci_high)}]" + (" †" if disagrees(r) else ""),
                 format_p(r.p_adjusted),
-                mark(r),
+                mark(r) or "-",
                 f"{r.wins}/{r.ties}/{r.losses}",
                 cost,
             ]
         )
     headers = ["system", h, *([COVERAGE_MEASURE] if judged is not None else []), "Δ vs baseline"]
-    headers += [f"{data.ci_label} of Δ", "p (adj.)", "sig", "W/T/L", "P95 latency ms"]
+    headers += [f"{data.ci_label} of Δ (unadjusted)", "p (adj.)", "sig", "W/T/L", "P95 latency ms"]
     align = "lr" + ("r" if judged is not None else "") + "rlrclr"
     lines = ["## Summary", "", _family_note(data), "", *md_table(headers, rows, align), ""]
+    lines += _disagreement_note(data, [cmp_.loc[(h, s)] for s in data.systems[1:]])
     lines += coverage_notes(document, data.labels)
     grid = []
     for m in data.measures:
@@ -159,7 +187,7 @@ def _comparison_table(data: ReportData, table: pd.DataFrame, pairs: bool = False
                 format_p(r.p_wilcoxon),
                 format_p(r.p_randomization),
                 format_p(r.p_adjusted),
-                mark(r),
+                mark(r) or "-",
             ]
         )
     return [
@@ -168,7 +196,7 @@ def _comparison_table(data: ReportData, table: pd.DataFrame, pairs: bool = False
                 "metric",
                 "comparison" if pairs else "system",
                 "Δ",
-                data.ci_label,
+                f"{data.ci_label} (unadj.)",
                 "d_z",
                 "W/T/L",
                 "t",

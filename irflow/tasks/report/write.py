@@ -166,9 +166,13 @@ def write_outputs(
     baseline: str | None = None,
     comparisons: pd.DataFrame | None = None,
     calibration: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Write every result file into ``output``; returns the metrics document.
+
+    ``labels`` (spec -> label, e.g. from ``irflow run --label``) go into metrics.json as ``labels``: the
+    report and the terminal name those systems so (the others by their default labels).
 
     ``calibration`` (from :func:`~irflow.tasks.report.calibration.calibration_block`: the judge-only
     means corrected by human labels) goes into metrics.json as ``calibrated`` and ``calibration``.
@@ -179,6 +183,9 @@ def write_outputs(
     """
     output = Path(output)
     document = {**metrics_document(dataset, evaluations, measures, depth, baseline, **options), **(calibration or {})}
+    evaluated = {str(as_spec(e.system)) for e in evaluations}
+    if given := {s: label for s, label in (labels or {}).items() if s in evaluated}:
+        document["labels"] = given
     for e in evaluations:
         write_trec(e.run, output / "runs" / f"{as_spec(e.system).slug}.trec", tag=e.system)
     table = per_query_table(evaluations)

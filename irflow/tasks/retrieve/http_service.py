@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from irflow.tasks.core.http_client import Call, KeepAliveClient, RetryPolicy, keep_alive_usable
+from irflow.tasks.core.progress import Progress
 from irflow.tasks.core.redact import redact, remember
 from irflow.tasks.core.runs import order_run
 from irflow.tasks.core.schema import Dataset, InputError, IrflowError
@@ -30,6 +31,7 @@ from irflow.tasks.retrieve.base import Searcher
 from irflow.tasks.retrieve.ranking import add_counts, against_dataset, number, top_hits
 from irflow.tasks.systems.external import HttpSpec
 from irflow.tasks.systems.http_options import HttpOptions, dense_spec, fill, resolve
+from irflow.tasks.systems.labels import default_label
 
 
 class ServiceError(IrflowError):
@@ -56,6 +58,7 @@ class HttpSearcher(Searcher[HttpSpec]):
         self.options: HttpOptions = resolve(spec.options)
         self.load_levels = self.options.load
         self.who = f"system {str(spec)!r}"
+        self.label = default_label(spec)  # the progress line's name: host:port/path
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         self._secrets: list[str] = []
         if self.options.auth_env:
@@ -176,11 +179,20 @@ class HttpSearcher(Searcher[HttpSpec]):
         vectors = self._vectors(texts, queries)
         if len(texts) == 1:
             return self._single(qids[0], *self._query(texts[0], depth, vectors[0]))
-        if self.options.concurrency == 1:
-            answers = [self._query(text, depth, vector) for text, vector in zip(texts, vectors)]
-        else:
-            with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
-                answers = list(pool.map(lambda t, v: self._query(t, depth, v), texts, vectors))
+        lock = threading.Lock()
+        with Progress(f"retrieve {self.label}", len(texts), unit="queries") as progress:  # on a terminal only
+
+            def ask(text: str, vector: Any) -> tuple[list[str], list[float]]:
+                answer = self._query(text, depth, vector)
+                with lock:
+                    progress.advance(1)
+                return answer
+
+            if self.options.concurrency == 1:
+                answers = [ask(text, vector) for text, vector in zip(texts, vectors)]
+            else:
+                with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
+                    answers = list(pool.map(ask, texts, vectors))
         _check_score_direction(answers, self.who, distance=self.options.distance)
         counts = np.fromiter((len(docs) for docs, _ in answers), dtype=np.int64, count=len(answers))
         if not counts.any():  # as an empty run file is: metrics of 0 would read as a (bad) result

@@ -14,13 +14,15 @@ values, quoting, and :data:`KIND_PARSERS`, the table of kinds parsed outside ``s
 built elsewhere: ``run:``, ``python:`` and entry-point kinds, ``http:``; registers their parsers in
 the table on import), ``http_options`` and ``http_presets`` (how an ``http:`` system asks and reads
 answers), ``plugins`` (the ``irflow.systems`` entry-point group), ``api_options`` (options of API
-embedding models). Nothing here imports a heavy library: specs are parsed before any stage runs.
+embedding models), ``labels`` (a readable default label of every kind: ``default_label``). Nothing
+here imports a heavy library: specs are parsed before any stage runs.
 """
 
 from __future__ import annotations
 
 from irflow.tasks.systems.external import HttpSpec, PluginSpec, RunSpec, file_sha256
 from irflow.tasks.systems.grammar import KIND_PARSERS, KINDS, MODEL_ALIASES, SYSTEM_HELP, Spec
+from irflow.tasks.systems.labels import default_label
 from irflow.tasks.systems.specs import (
     BM25Spec,
     DenseSpec,
@@ -51,6 +53,7 @@ __all__ = [
     "Spec",
     "SystemSpec",
     "as_spec",
+    "default_label",
     "file_sha256",
     "format_system",
     "leaves",

@@ -125,6 +125,16 @@ def _client(uri: str) -> Any:
 # how: a thin client
 
 
+# Which pages MLflow 3.17's UI opens for an experiment (read in mlflow/server/js, and measured in Chromium):
+# the link's ``workflowType`` parameter, else the browser's last choice (localStorage ``mlflow.workflowType``),
+# else ``genai`` -- a bare experiment link lands on the GenAI overview, whatever the server says. So every
+# link irflow prints carries WORKFLOW. The experiment tag EXPERIMENT_KIND_TAG is what the UI reads instead
+# when its workflow switch is off (``useExperimentKind``); irflow sets it too, so both modes agree.
+WORKFLOW = "workflowType=machine_learning"
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+
 class Tracker:
     """An MLflow client bound to one store and experiment (created on first use)."""
 
@@ -136,16 +146,22 @@ class Tracker:
 
     @property
     def experiment_id(self) -> str:
+        """The experiment's id; created on first use, and marked as a model-development experiment
+        (:data:`EXPERIMENT_KIND`) unless it already says what it is."""
         if self._experiment_id is None:
             found = self.client.get_experiment_by_name(self.experiment)
             if found is not None:
                 self._experiment_id = str(found.experiment_id)
+                if EXPERIMENT_KIND_TAG not in found.tags:
+                    self.client.set_experiment_tag(self._experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
             else:
                 root = artifact_root(self.uri)
                 location = (root / mlflow_key(self.experiment)).as_uri() if root else None
                 try:
                     self._experiment_id = str(
-                        self.client.create_experiment(self.experiment, artifact_location=location)
+                        self.client.create_experiment(
+                            self.experiment, artifact_location=location, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}
+                        )
                     )
                 except Exception:  # created concurrently by another process
                     again = self.client.get_experiment_by_name(self.experiment)
@@ -243,11 +259,12 @@ class Tracker:
         )
 
     def run_url(self, run_id: str) -> str | None:
-        """The MLflow UI page of a run when the store is a server (credentials never in it)."""
+        """The MLflow UI page of a run when the store is a server (credentials never in it), in the UI's
+        model-training pages (:data:`WORKFLOW`), not the GenAI ones a bare link opens."""
         if not self.uri.startswith(("http://", "https://")):
             return None
         bare = split_credentials(self.uri)[0]
-        return f"{bare.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{run_id}"
+        return f"{bare.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{run_id}?{WORKFLOW}"
 
 
 _OPEN: dict[str, Tracker] = {}
@@ -291,6 +308,8 @@ def _text(value: Any) -> str:
 
 __all__ = [
     "DEFAULT_EXPERIMENT",
+    "EXPERIMENT_KIND",
+    "EXPERIMENT_KIND_TAG",
     "KIND",
     "PARENT",
     "Tracker",

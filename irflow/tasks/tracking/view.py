@@ -23,7 +23,7 @@ import time
 import zlib
 from typing import Any
 
-from irflow.tasks.tracking.store import Tracker, split_credentials
+from irflow.tasks.tracking.store import WORKFLOW, Tracker, split_credentials
 
 VIEW_ID = "irflow-headline"
 VIEW_NAME = "irflow headline"
@@ -110,7 +110,7 @@ def view_url(tracker: Tracker) -> str | None:
         return None
     bare = split_credentials(tracker.uri)[0]
     runs = f"{bare.rstrip('/')}/#/experiments/{tracker.experiment_id}/runs"
-    return f"{runs}?{SHARE_PARAM}={VIEW_ID}&workflowType=machine_learning"  # the run list, not the GenAI pages
+    return f"{runs}?{SHARE_PARAM}={VIEW_ID}&{WORKFLOW}"  # the run list, not the GenAI pages
 
 
 __all__ = [
