@@ -115,7 +115,19 @@ def track_task(config: AbTestConfig, document: dict[str, Any]) -> str:
     return run_id
 
 
-@flow(name="abtest")
+def abtest_flow_run_name() -> str:
+    """Prefect's name for an abtest flow run: ``abtest_<log>_<time>`` (not a random pair of words)."""
+    import datetime as dt
+
+    from prefect.runtime import flow_run
+
+    config = flow_run.parameters.get("config")
+    fields = config if isinstance(config, dict) else vars(config) if config is not None else {}
+    log = Path(str(fields.get("log") or "log")).stem
+    return f"abtest_{log}_{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+@flow(name="abtest", flow_run_name=abtest_flow_run_name)
 def abtest_flow(config: AbTestConfig, track: bool = True) -> dict[str, Any]:
     """Analyse the A/B log ``config.log``; returns metrics.json's content (with ``mlflow`` when tracked)."""
     if track:

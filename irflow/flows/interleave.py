@@ -18,6 +18,7 @@ from prefect.cache_policies import NONE
 
 from irflow.flows.evaluate import ingest_task, retrieve_task, validate
 from irflow.flows.stages import embed_stage, link_to_mlflow, prefect_tags
+from irflow.tasks.core import run_identity
 from irflow.tasks.core.atomic import write_json
 from irflow.tasks.core.output_folder import publish
 from irflow.tasks.core.schema import Dataset, InputError
@@ -94,7 +95,16 @@ def _track(output: Path, document: dict[str, Any], options: TrackingOptions, nam
     return {"run_id": run_id, "experiment": tracker.experiment, "url": tracker.run_url(run_id)}
 
 
-@flow(name="interleave")
+def interleave_flow_run_name() -> str:
+    """Prefect's name for an interleave flow run: dataset (or the log), the two systems and the time."""
+    from prefect.runtime import flow_run
+
+    params = flow_run.parameters
+    where = str(params.get("dataset") or "interleave-logs")
+    return run_identity.run_name(where, ["interleave", *(params.get("systems") or ())])
+
+
+@flow(name="interleave", flow_run_name=interleave_flow_run_name)
 def interleave_flow(
     output: str,
     dataset: str | None = None,

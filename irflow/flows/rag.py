@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pandas as pd
-from prefect import flow, task
+from prefect import flow, runtime, task
 from prefect.cache_policies import NONE
 from prefect.futures import PrefectFuture
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
@@ -196,7 +196,23 @@ def track_task(output: str, options: TrackingOptions, seed: int) -> dict[str, An
     return {"run_id": logged.run_id, "experiment": tracker.experiment, "systems": logged.systems, "url": logged.url}
 
 
-@flow(name="rag", task_runner=cast("TaskRunner[PrefectFuture[Any]]", ThreadPoolTaskRunner(max_workers=1)))
+def rag_flow_run_name() -> str:
+    """Prefect's name for a rag flow run: the ``run_name`` parameter, else dataset, configurations and time
+    (the run's MLflow and folder name too)."""
+    from prefect.runtime import flow_run
+
+    params = flow_run.parameters
+    if params.get("run_name"):
+        return str(params["run_name"])
+    configurations = list(params.get("systems") or ()) or configuration_names(params.get("answers") or ())
+    return run_identity.run_name(str(params.get("dataset") or "techdocs"), ["rag", *configurations])
+
+
+@flow(
+    name="rag",
+    flow_run_name=rag_flow_run_name,
+    task_runner=cast("TaskRunner[PrefectFuture[Any]]", ThreadPoolTaskRunner(max_workers=1)),
+)
 def rag_flow(
     dataset: str = "techdocs",
     systems: Sequence[str] = (),
@@ -221,7 +237,7 @@ def rag_flow(
     specs, parsed, chosen, names, base = validate_rag(
         dataset, systems, answers, generator, k, metrics, judge, judge_repeats, baseline, human
     )
-    name = run_name or run_identity.run_name(dataset, ["rag", *names])
+    name = run_name or runtime.flow_run.name or run_identity.run_name(dataset, ["rag", *names])
     claimed = output is None
     output = str(claim_output(dataset, output, overwrite, name))
     try:
@@ -328,8 +344,6 @@ def _rag(
         document = {**document, "mlflow": track_task(output, tracking, seed)}
         write_json(Path(output) / "metrics.json", document)
     with contextlib.suppress(Exception):
-        from prefect import runtime
-
         document["run"]["prefect_flow_run_id"] = runtime.flow_run.id
     return document
 

@@ -65,6 +65,7 @@ def test_abtest_command_end_to_end(tmp_path: Path) -> None:
         flow_run = prefect.read_flow_run(run.data.tags["prefect.flow_run_id"])
     assert flow_run.state is not None and flow_run.state.is_completed()
     assert f"mlflow-run:{run.info.run_id}" in flow_run.tags
+    assert flow_run.name.startswith(f"abtest_{log.stem}_"), flow_run.name  # readable, not two random words
 
 
 def test_a_bad_log_exits_2_naming_the_file_row_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -79,6 +79,13 @@ def test_the_offline_demo_reports_id_based_metrics_with_a_paired_test(tmp_path: 
         document["systems"]["bm25"]["id_based_context_precision"]
     )
     assert bm25["id_based_context_precision.failed"] == 0
+    # one readable name for the Prefect flow run, the MLflow run and the result's run (not two random words)
+    name = document["run"]["name"]
+    assert name.startswith("techdocs_") and "_rag_bm25_" in name and parent[0].info.run_name == name
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as prefect:
+        assert prefect.read_flow_run(parent[0].data.tags["prefect.flow_run_id"]).name == name
 
 
 @pytest.mark.e2e
