@@ -355,6 +355,4 @@ def calibrate_task(scores: Scores, human: str, baseline: str) -> dict[str, Any]:
     failed = scores.failures.drop(columns="error").assign(value=float("nan"))
     judged = pd.concat([scores.per_query, failed], ignore_index=True)
     judged = judged[judged["metric"].isin(LLM_METRICS)]
-    result = calibrate_answers(judged, read_human_verdicts(human), baseline)
-    about = {k: result[k] for k in ("agreement", "notes", "counts")}
-    return {"calibrated": result["calibrated"], "calibration": {"human": human, "half_width": 0.02, **about}}
+    return calibrate_answers(judged, read_human_verdicts(human), baseline, source=human)
