@@ -636,7 +636,7 @@ def test_irflow_suite_checks_its_output_and_store_before_any_stage(
     done = irflow("suite", str(config), "--output", str(output), env=env, timeout=300)
     assert done.returncode == 2, done.stderr[-3000:]
     assert expected in done.stderr and "Traceback" not in done.stderr
-    assert not any(_isolated_cache.iterdir())  # nothing ingested
+    assert {p.name for p in _isolated_cache.iterdir()} <= {"logs"}  # nothing ingested (irflow.log may be written)
     assert not _runs(os.environ["MLFLOW_TRACKING_URI"], "", "checked")
     kept = output if output.is_file() else output / "techdocs" / "notes.txt"
     assert case == "read-only store" or kept.read_text() == "keep me"

@@ -152,7 +152,8 @@ class Tracker:
             found = self.client.get_experiment_by_name(self.experiment)
             if found is not None:
                 self._experiment_id = str(found.experiment_id)
-                if EXPERIMENT_KIND_TAG not in found.tags:
+                # a deleted experiment cannot be tagged: the tracking check names it and the way out
+                if EXPERIMENT_KIND_TAG not in found.tags and found.lifecycle_stage == "active":
                     self.client.set_experiment_tag(self._experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
             else:
                 root = artifact_root(self.uri)
