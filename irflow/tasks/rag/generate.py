@@ -18,7 +18,6 @@ SHA-256 is part of a configuration's identity, and the whole rendered prompt is 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any
 
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.rag.samples import Ask, Context, Prompt, Reply
+from irflow.tasks.retrieve.python_system import import_callable
 
 PROMPT_VERSION = "rag-answer-v1"
 SYSTEM_PROMPT = (
@@ -101,18 +101,7 @@ def parse_generator(spec: str) -> Generator:
 
 def load_callable(target: str) -> Callable[[str, list[str]], Any]:
     """``MODULE:CALLABLE`` imported; InputError naming what is missing."""
-    module_name, _, attribute = target.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise InputError(f"--generator: cannot import module {module_name!r}: {exc}") from None
-    for part in attribute.split("."):
-        if not hasattr(obj, part):
-            raise InputError(f"--generator: module {module_name!r} has no attribute {attribute!r}")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise InputError(f"--generator: {target} is a {type(obj).__name__}, not generate(query, contexts) -> str")
-    return obj
+    return import_callable(target, "generate(query, contexts) -> str", where="--generator: ")
 
 
 def generate(

@@ -44,20 +44,26 @@ _PREPARED: OrderedDict[tuple[str, str, str, str], tuple[Any, dict[str, Any]]] = 
 _KEEP = 2  # prepared retrievers kept per process
 
 
-def python_kind(target: str, **options: Any) -> Any:
-    """The built-in ``python`` kind: import ``module``, look up ``callable`` and call it with the options."""
+def import_callable(target: str, expected: str, where: str = "") -> Any:
+    """``MODULE:CALLABLE`` (dotted attributes allowed) imported; an InputError, prefixed by ``where``, names
+    what is missing or that the object is not ``expected``."""
     module_name, _, attribute = target.partition(":")
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise InputError(f"cannot import module {module_name!r}: {exc}") from None
+        raise InputError(f"{where}cannot import module {module_name!r}: {exc}") from None
     for part in attribute.split("."):
         if not hasattr(obj, part):
-            raise InputError(f"module {module_name!r} has no attribute {attribute!r}")
+            raise InputError(f"{where}module {module_name!r} has no attribute {attribute!r}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise InputError(f"{target} is a {type(obj).__name__}, not a class or factory to call")
-    return obj(**options)
+        raise InputError(f"{where}{target} is a {type(obj).__name__}, not {expected}")
+    return obj
+
+
+def python_kind(target: str, **options: Any) -> Any:
+    """The built-in ``python`` kind: import ``module``, look up ``callable`` and call it with the options."""
+    return import_callable(target, "a class or factory to call")(**options)
 
 
 def _reason(exc: BaseException) -> str:
