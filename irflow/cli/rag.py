@@ -4,6 +4,7 @@ irflow systems' top k into a generator; print the metric table and where everyth
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 
@@ -53,15 +54,21 @@ def cmd_rag(args: argparse.Namespace) -> int:
         from irflow.tasks.report.calibration import calibration_text
 
         print("\n" + calibration_text(document))
-    print(f"\nresults: {document['output']}/ (metrics.json, per_query.parquet, answers.jsonl, report.md, report.html)")
+    files = ("report.html", "report.md", "significance.csv", "metrics.json", "per_query.parquet", "answers.jsonl")
+    written = [f for f in (*files, "failures.csv") if (Path(document["output"]) / f).exists()]
+    print(f"\nresults: {document['output']}/\n  {', '.join(written)}")
     print(run_summary(document))
     return 0
 
 
 def summary_table(document: dict[str, Any]) -> str:
-    """Each configuration's means with their CIs, and the paired tests' verdicts, as plain text."""
+    """Each configuration's means with their CIs as plain text, configurations by their readable labels
+    (``hybrid:bm25+dense:all-MiniLM-L6-v2``; an answers file's name as it is)."""
+    from irflow.tasks.systems import default_label
+
     metrics, summary = document["measures"], document["summary"]
-    width = max(len(c) for c in summary) + 2
+    labels = {c: default_label(c) for c in summary}
+    width = max(len(label) for label in labels.values()) + 2
     lines = [" " * width + "".join(f"{m:>34}" for m in metrics)]
     for config, block in summary.items():
         cells = []
@@ -73,7 +80,7 @@ def summary_table(document: dict[str, Any]) -> str:
             if row.get("failed"):
                 cell += f" ({row['failed']} failed)"
             cells.append(f"{cell:>34}")
-        lines.append(f"{config:<{width}}" + "".join(cells))
+        lines.append(f"{labels[config]:<{width}}" + "".join(cells))
     return "\n".join(lines)
 
 

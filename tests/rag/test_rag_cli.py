@@ -39,7 +39,9 @@ def test_the_offline_demo_reports_id_based_metrics_with_a_paired_test(tmp_path: 
     done = irflow(*args, "--generator", "extractive", "--output", str(out), env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     hybrid = "hybrid:bm25+dense:sentence-transformers/all-MiniLM-L6-v2"
-    assert "bm25" in done.stdout and hybrid in done.stdout and str(out) in done.stdout
+    assert "bm25" in done.stdout and str(out) in done.stdout
+    assert "hybrid:bm25+dense:all-MiniLM-L6-v2 " in done.stdout and hybrid not in done.stdout  # the readable label
+    assert max(len(line) for line in done.stdout.splitlines()) <= 120
 
     document = json.loads((out / "metrics.json").read_text())
     assert document["kind"] == "rag" and document["measures"] == list(ID_METRICS)
