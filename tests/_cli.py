@@ -19,17 +19,17 @@ from unittest import mock
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def irflow(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def irflow(*args: str, env: dict[str, str], timeout: float = 600, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     """``irflow ARGS`` with ``env``; stdout and stderr captured as text, as from ``python -m irflow.cli ARGS``.
 
-    Runs :func:`irflow.cli.main.main` in this process, with ``env`` as the whole environment, the project
-    folder as working directory, a fresh Prefect settings context read from ``env`` (as a new process
-    reads it) and the root logger restored afterwards. A ``PYTHONPATH`` other than this process's (a
+    Runs :func:`irflow.cli.main.main` in this process, with ``env`` as the whole environment, ``cwd`` (the
+    project folder by default) as working directory, a fresh Prefect settings context read from ``env``
+    (as a new process reads it) and the root logger restored afterwards. A ``PYTHONPATH`` other than this process's (a
     plugin folder) changes what can be imported, so that command runs in a subprocess
     (:func:`irflow_process`). ``timeout`` bounds only a subprocess.
     """
     if env.get("PYTHONPATH", "") != os.environ.get("PYTHONPATH", ""):
-        return irflow_process(*args, env=env, timeout=timeout)
+        return irflow_process(*args, env=env, timeout=timeout, cwd=cwd)
     from prefect.context import SettingsContext, get_settings_context
     from prefect.settings import Settings
 
@@ -39,7 +39,7 @@ def irflow(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.
     out, err = io.StringIO(), io.StringIO()
     root = logging.getLogger()
     saved = (root.handlers[:], root.level, logging.getLogger("httpx").level, logging._warnings_showwarning)  # type: ignore[attr-defined]
-    cwd = os.getcwd()
+    here = os.getcwd()
     profile = get_settings_context().profile
     try:
         with (
@@ -47,7 +47,7 @@ def irflow(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.
             contextlib.redirect_stdout(out),
             contextlib.redirect_stderr(err),
         ):
-            os.chdir(ROOT)
+            os.chdir(cwd)
             try:
                 with SettingsContext(profile=profile, settings=Settings()):
                     code = main(list(args))
@@ -61,7 +61,7 @@ def irflow(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.
             finally:
                 drain_prefect_workers()  # what the process's exit does: its logs and events reach the API now
     finally:
-        os.chdir(cwd)
+        os.chdir(here)
         root.handlers[:] = saved[0]
         root.setLevel(saved[1])
         logging.getLogger("httpx").setLevel(saved[2])
@@ -76,15 +76,17 @@ def drain_prefect_workers() -> None:
     _drain_prefect_workers()
 
 
-def irflow_process(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m irflow.cli ARGS`` in a subprocess with ``env``; stdout and stderr captured as text."""
+def irflow_process(
+    *args: str, env: dict[str, str], timeout: float = 600, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m irflow.cli ARGS`` in a subprocess with ``env`` in ``cwd``; stdout and stderr as text."""
     return subprocess.run(
         [sys.executable, "-m", "irflow.cli", *args],
         env=env,
         capture_output=True,
         text=True,
         timeout=timeout,
-        cwd=ROOT,
+        cwd=cwd,
     )
 
 

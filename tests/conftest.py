@@ -12,6 +12,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -67,6 +68,68 @@ def _stop_ephemeral_prefect() -> Iterator[None]:
     import shutil
 
     shutil.rmtree(PREFECT_HOME, ignore_errors=True)
+
+
+class _EncodedOnce:
+    """What the real sentence-transformers models computed in this session: per (model path, precision,
+    device, max_seq_length, prompt), text -> normalised vector; ``active`` while the test allows it."""
+
+    def __init__(self) -> None:
+        self.vectors: dict[tuple[object, ...], dict[str, Any]] = {}
+        self.active = False
+
+    def wrap(self, model: Any, identity: tuple[object, ...]) -> None:
+        """Give a loaded model an ``encode`` that computes only the texts it has not seen."""
+        import numpy as np
+
+        encode = model.encode
+
+        def remembering(sentences: list[str], *, prompt: str | None = None, **options: Any) -> Any:
+            usual = options.get("normalize_embeddings") is True and options.get("convert_to_numpy") is True
+            if not (self.active and usual and sentences and isinstance(sentences, list)):
+                return encode(sentences, prompt=prompt, **options)
+            known = self.vectors.setdefault((*identity, model.max_seq_length, prompt), {})
+            todo = list(dict.fromkeys(text for text in sentences if text not in known))
+            if todo:
+                known.update(zip(todo, encode(todo, prompt=prompt, **options)))
+            return np.stack([known[text] for text in sentences])
+
+        model.encode = remembering
+
+
+_ENCODED_ONCE = _EncodedOnce()
+
+
+@pytest.fixture(autouse=True)
+def _encode_each_text_once(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The real sentence-transformers model encodes each text once per session, not once per test.
+
+    Dozens of tests embed the same techdocs, SciFact and NFCorpus texts with MiniLM in a fresh cache (that
+    encode and the latency stage's query encodes were about a third of a demo run's CPU). A model loaded
+    through :mod:`irflow.tasks.embed.inference` keeps what it computed, so a text it has seen is a lookup;
+    everything above the model (the Parquet cache and its counts, progress, latency timing) runs as it
+    would. A test of the encode itself is marked ``fresh_encode``. Commands run in a subprocess, and
+    exported (ONNX, OpenVINO) or API models, encode as they always do.
+    """
+    if request.node.get_closest_marker("fresh_encode"):
+        yield
+        return
+    from irflow.tasks.embed import inference
+
+    load = inference.load_sentence_transformer
+
+    def load_remembering(path: str, precision: str = "fp32", device: str | None = None) -> Any:
+        model = load(path, precision, device)  # lru-cached: one model object per (path, precision, device)
+        if "encode" not in vars(model):
+            _ENCODED_ONCE.wrap(model, (path, precision, device))
+        return model
+
+    _ENCODED_ONCE.active = True
+    try:
+        with mock.patch.object(inference, "load_sentence_transformer", load_remembering):
+            yield
+    finally:
+        _ENCODED_ONCE.active = False
 
 
 @pytest.fixture(autouse=True)
@@ -165,3 +228,11 @@ def serve_dir() -> Iterator[Callable[[Path], tuple[str, list[str]]]]:
     for server in servers:
         server.shutdown()
         server.server_close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the modules with end-to-end tests or the BEIR collections first, the quick unit modules last
+    (each group in its usual order): with ``-n`` the workers then finish together instead of one of them
+    running a long module alone at the end."""
+    heavy = {item.module for item in items if item.get_closest_marker("e2e") or item.get_closest_marker("shared")}  # type: ignore[attr-defined]
+    items.sort(key=lambda item: item.module not in heavy)  # type: ignore[attr-defined]

@@ -8,16 +8,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from _cli import irflow
 
 pytestmark = pytest.mark.e2e
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -32,17 +29,6 @@ def env(tmp_path: Path) -> dict[str, str]:
         "MLFLOW_DISABLE_TELEMETRY": "true",
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
     }
-
-
-def irflow(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "irflow.cli", *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
 
 
 def test_dry_run_prints_calls_and_cost_and_calls_nothing(env: dict[str, str], tmp_path: Path) -> None:

@@ -7,11 +7,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from _cli import irflow
 
 from irflow.tasks.core import run_identity
 from irflow.tasks.core.schema import InputError
@@ -71,8 +71,7 @@ def _irflow(cwd: Path, *args: str, systems: tuple[str, ...] = ("--system", "bm25
         "MLFLOW_TRACKING_URI": f"sqlite:///{cwd / 'mlflow.db'}",
         "HF_HUB_OFFLINE": "1",
     }
-    command = [sys.executable, "-m", "irflow.cli", "run", *systems, "--latency-runs", "0", *args]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return irflow("run", *systems, "--latency-runs", "0", *args, env=env, cwd=cwd)
 
 
 @pytest.mark.e2e
