@@ -100,20 +100,18 @@ class _EncodedOnce:
 _ENCODED_ONCE = _EncodedOnce()
 
 
-@pytest.fixture(autouse=True)
-def _encode_each_text_once(request: pytest.FixtureRequest) -> Iterator[None]:
+@pytest.fixture(scope="session", autouse=True)
+def _encode_each_text_once() -> Iterator[None]:
     """The real sentence-transformers model encodes each text once per session, not once per test.
 
     Dozens of tests embed the same techdocs, SciFact and NFCorpus texts with MiniLM in a fresh cache (that
     encode and the latency stage's query encodes were about a third of a demo run's CPU). A model loaded
     through :mod:`irflow.tasks.embed.inference` keeps what it computed, so a text it has seen is a lookup;
     everything above the model (the Parquet cache and its counts, progress, latency timing) runs as it
-    would. A test of the encode itself is marked ``fresh_encode``. Commands run in a subprocess, and
+    would. Session-scoped, so that module- and session-scoped fixtures (a finished techdocs run) share it
+    too; a test of the encode itself is marked ``fresh_encode``. Commands run in a subprocess, and
     exported (ONNX, OpenVINO) or API models, encode as they always do.
     """
-    if request.node.get_closest_marker("fresh_encode"):
-        yield
-        return
     from irflow.tasks.embed import inference
 
     load = inference.load_sentence_transformer
@@ -125,11 +123,21 @@ def _encode_each_text_once(request: pytest.FixtureRequest) -> Iterator[None]:
         return model
 
     _ENCODED_ONCE.active = True
+    with mock.patch.object(inference, "load_sentence_transformer", load_remembering):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _fresh_encode(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked ``fresh_encode`` has the model encode every text it is given."""
+    if not request.node.get_closest_marker("fresh_encode"):
+        yield
+        return
+    _ENCODED_ONCE.active = False
     try:
-        with mock.patch.object(inference, "load_sentence_transformer", load_remembering):
-            yield
+        yield
     finally:
-        _ENCODED_ONCE.active = False
+        _ENCODED_ONCE.active = True
 
 
 @pytest.fixture(autouse=True)

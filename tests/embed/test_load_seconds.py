@@ -15,6 +15,7 @@ from irflow.tasks.retrieve.costs import fresh_costs
 from irflow.tasks.systems.specs import DenseSpec, parse_system
 
 
+@pytest.mark.fresh_encode  # the encode is timed: the model computes every text
 def test_a_cold_encode_records_load_seconds_and_a_cached_key_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
