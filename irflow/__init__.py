@@ -1,11 +1,61 @@
-"""irflow: a workflow-orchestrated evaluation pipeline for retrieval systems.
+"""irflow: evaluate retrieval systems, from a notebook or as a workflow.
 
-``irflow.flows`` holds the Prefect flows and the CLI (composition only), ``irflow.tasks`` one module
-per stage (pure functions), ``irflow.datasets`` the BEIR catalog and the demo dataset (package data),
-``irflow.deployments`` the Prefect deployments. See the README for the command line.
+The library first::
+
+    import irflow
+    ev = irflow.evaluate("techdocs", ["bm25", "dense:minilm"])   # an irflow.Evaluation
+    ev.means; ev.comparisons; ev.verdict; ev.save("results/x"); ev.to_latex()
+
+``irflow.api`` holds the public API (re-exported here, imported on first use so ``import irflow`` stays
+fast), ``irflow.tasks`` one package per stage (pure functions), ``irflow.flows`` the Prefect flows and
+``irflow.cli`` the command line (both thin layers over the API), ``irflow.datasets`` the BEIR catalog and
+the demo dataset, ``irflow.deployments`` the Prefect deployments.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from irflow.tasks.core.config import irflow_version
 
+if TYPE_CHECKING:
+    from irflow.api import (  # noqa: F401 (the names __getattr__ gives)
+        Coverage,
+        Dataset,
+        Evaluation,
+        InputError,
+        SystemsFailed,
+        Tracking,
+        evaluate,
+        load_dataset,
+    )
+
 __version__ = irflow_version()
-__all__ = ["__version__"]
+
+_API = {
+    "Coverage": "irflow.api.evaluation",
+    "Dataset": "irflow.tasks.core.schema",
+    "Evaluation": "irflow.api.evaluation",
+    "InputError": "irflow.tasks.core.schema",
+    "SystemsFailed": "irflow.api.pipeline",
+    "Tracking": "irflow.api.evaluation",
+    "evaluate": "irflow.api.evaluate",
+    "load_dataset": "irflow.api.evaluate",
+}
+
+__all__ = ["__version__", *sorted(_API)]
+
+
+def __getattr__(name: str) -> Any:
+    """The public API, imported on first use (pandas and the stages load then, not at ``import irflow``)."""
+    import importlib
+
+    if name in _API:
+        value = getattr(importlib.import_module(_API[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'irflow' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_API})

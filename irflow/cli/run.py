@@ -4,9 +4,6 @@ everything went; ``--dry-run`` prices the API embedding calls instead."""
 from __future__ import annotations
 
 import argparse
-import json
-import time
-from pathlib import Path
 from typing import Any
 
 from irflow.cli.orchestration import add_run_options
@@ -19,24 +16,33 @@ def cmd_run(args: argparse.Namespace) -> int:
         DEFAULT_METRICS,
         DEFAULT_SYSTEMS,
         SystemsFailed,
-        check_arguments,
         claim_output,
         evaluation_name,
         release_output,
-        validate,
+        request_of,
     )
 
     systems = list(args.system or DEFAULT_SYSTEMS)
     metrics = list(args.metric or DEFAULT_METRICS)
     if args.dry_run:
         return _print_api_plan(args, systems)
-    specs, _ = validate(args.dataset, [args.baseline, *systems] if args.baseline else systems, metrics)  # in a second
-    check_arguments(args.dataset, args.split, args.depth, args.latency_runs, args.human)
-    output = claim_output(args.dataset, args.output, args.overwrite, evaluation_name(args.dataset, specs))
     args.labels = labels_of(args, systems)
+    request = request_of(  # every argument checked, in a second, before Prefect starts
+        args.dataset,
+        systems,
+        metrics,
+        split=args.split,
+        depth=args.depth,
+        latency_runs=args.latency_runs,
+        baseline=args.baseline,
+        seed=args.seed,
+        human=args.human,
+        labels=args.labels,
+    )
+    output = claim_output(args.dataset, args.output, args.overwrite, evaluation_name(args.dataset, request.specs))
     try:
-        flow, extra = configure_run(args, stage_libraries(specs))  # the tracking store is checked before any stage
-        document = _partial(flow, output)(
+        flow, extra = configure_run(args, stage_libraries(request.specs))  # the tracking store is checked first
+        evaluation = flow(
             dataset=args.dataset,
             systems=systems,
             metrics=metrics,
@@ -48,11 +54,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             run_name=output.name if args.output is None else None,
             human=args.human,
+            strict=False,  # a failed system is listed under the table, then the command fails
             **extra,
         )
     finally:
         if args.output is None:
             release_output(output)  # only when the run left it empty
+    document = evaluation.to_dict()
     print()
     print(metrics_table(document))
     if document.get("failed"):
@@ -61,38 +69,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         from irflow.tasks.report.calibration import calibration_text
 
         print("\n" + calibration_text(document))
-    print_outcome(output, document)
+    print_outcome(output, evaluation.verdict)
     print(run_summary(document), flush=True)
-    if document.get("failed"):
-        failed = len(document["failed"])
+    if evaluation.failed:
+        failed = len(evaluation.failed)
         raise SystemsFailed(
-            f"{failed} of {failed + len(document['systems'])} systems failed (listed under the table); "
+            f"{failed} of {failed + len(evaluation.systems)} systems failed (listed under the table); "
             f"the others' results are in {output}"
         )
     return 0
-
-
-def _partial(flow: Any, output: Path) -> Any:
-    """The flow, returning the document of the systems that succeeded when some failed (the flow raises
-    then, after writing their metrics.json with ``failed``); any other error is raised as it is."""
-    from irflow.flows.evaluate import SystemsFailed
-
-    def call(**kwargs: Any) -> dict[str, Any]:
-        started = time.time()
-        try:
-            return dict(flow(**kwargs))
-        except SystemsFailed:
-            written = output / "metrics.json"
-            try:
-                fresh = written.stat().st_mtime >= started - 1  # not an earlier run's, left in --output
-                document = json.loads(written.read_text(encoding="utf-8")) if fresh else {}
-            except (OSError, ValueError):
-                document = {}
-            if not document.get("failed") or not document.get("systems"):
-                raise
-            return dict(document)
-
-    return call
 
 
 def _print_api_plan(args: argparse.Namespace, systems: list[str]) -> int:

@@ -180,16 +180,11 @@ def failures_text(document: Mapping[str, Any], width: int = TABLE_WIDTH) -> str:
 RESULT_FILES = "report.html, report.md, significance.csv, metrics.json, per_query.parquet, runs/, plots/"
 
 
-def print_outcome(output: str | os.PathLike[str], document: Mapping[str, Any]) -> None:
-    """After the table: report.md's verdict (wrapped to :data:`TABLE_WIDTH`), then the result folder and its files."""
-    from irflow.tasks.report.recommendations import read_verdict
-
-    try:
-        found = read_verdict((Path(output) / "report.md").read_text(encoding="utf-8"))
-    except OSError:
-        found = None
-    if found:
-        print("\n" + "\n".join(textwrap.wrap(found, TABLE_WIDTH, subsequent_indent="  ", break_on_hyphens=False)))
+def print_outcome(output: str | os.PathLike[str], verdict: str | None) -> None:
+    """After the table: the verdict (wrapped to :data:`TABLE_WIDTH`), then the result folder and its files."""
+    if verdict:
+        text = f"Verdict: {verdict}"
+        print("\n" + "\n".join(textwrap.wrap(text, TABLE_WIDTH, subsequent_indent="  ", break_on_hyphens=False)))
     print(f"\nresults: {output}/\n  {RESULT_FILES}")
 
 

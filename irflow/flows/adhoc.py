@@ -77,7 +77,7 @@ def build_adhoc_flow(datasets: list[str] | None = None) -> Any:
             tracking=TrackingOptions(experiment=experiment),
             run_name=run_name,
             human=human,
-        )
+        ).to_dict()
 
     one_stage_at_a_time = evaluate.evaluate_flow.task_runner.duplicate()
     return flow(name="evaluate", flow_run_name=evaluate.flow_run_name, task_runner=one_stage_at_a_time)(adhoc_evaluate)

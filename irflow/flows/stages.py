@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from prefect import task
@@ -17,7 +17,8 @@ from prefect.cache_policies import NONE
 from prefect.context import FlowRunContext
 from prefect.futures import wait
 
-from irflow.tasks.core.schema import Dataset, IrflowError, RetrievalInfo, UnknownNameError
+from irflow.api.evaluation import Evaluation
+from irflow.tasks.core.schema import Dataset, IrflowError, UnknownNameError
 from irflow.tasks.core.stop import stop_requested
 from irflow.tasks.embed import sharding
 from irflow.tasks.tracking import log as tracking
@@ -158,47 +159,23 @@ def link_to_mlflow(tracker: tracking.Tracker, run_id: str, title: str) -> None:
 
 
 @task(name="track", cache_policy=NONE)
-def track_task(
-    output: str,
-    options: tracking.TrackingOptions,
-    infos: Mapping[str, RetrievalInfo],
-    failed: Mapping[str, str],
-    embedded: Mapping[str, Mapping[str, Any]],
-    seed: int,
-) -> dict[str, Any]:
-    """Log the result folder to MLflow (evaluation run + a run per system) and link it with this flow run."""
-    tracker = tracking.Tracker(options.experiment)
-    encoded = sum(e["encoded"] for e in embedded.values() if not e["cached"])
-    logged = tracking.log_evaluation(
-        tracker,
+def track_task(output: str, evaluation: Evaluation, options: tracking.TrackingOptions) -> Evaluation:
+    """Log the result folder to MLflow (evaluation run + a run per system, :func:`irflow.api.track_evaluation`)
+    and link it with this flow run."""
+    from irflow.api.evaluate import track_evaluation
+
+    tracked = track_evaluation(
+        evaluation,
         output,
-        infos=infos,
-        labels=options.labels,
-        failed=failed,
+        experiment=options.experiment,
+        run_name=options.run_name,
         parent=options.parent_run_id,
         tags=prefect_tags(),
-        seeds={"seed.significance": seed, "seed.latency": seed},
-        run_name=options.run_name,
-        start_time=options.started_ms,
-        encode_rates={
-            s: e["encoded"] / e["seconds"]
-            for s, e in embedded.items()
-            if not e["cached"] and e.get("encoded") and e.get("seconds")
-        },
-        metrics={
-            "documents_encoded": float(encoded),
-            "embed_stages_cached": float(sum(e["cached"] for e in embedded.values())),
-        },
+        started_ms=options.started_ms,
     )
-    link_to_mlflow(tracker, logged.run_id, "evaluation")
-    return {
-        "run_id": logged.run_id,
-        "experiment_id": tracker.experiment_id,
-        "experiment": tracker.experiment,
-        "systems": logged.systems,
-        "url": logged.url,
-        "runs_url": logged.runs_url,
-    }
+    assert tracked.tracking is not None
+    link_to_mlflow(tracking.Tracker(options.experiment), tracked.tracking.run_id, "evaluation")
+    return tracked
 
 
 # ---------------------------------------------------------------------------------------------

@@ -150,7 +150,7 @@ def run_suite(
                     tracking=TrackingOptions(
                         experiment=experiment.mlflow_experiment, parent_run_id=run_id, labels=labels
                     ),
-                )
+                ).to_dict()
             except Exception as exc:
                 suite.failed[dataset] = f"{type(exc).__name__}: {exc}"
                 continue

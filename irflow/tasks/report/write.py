@@ -46,6 +46,10 @@ from irflow.tasks.report.recommendations import recommendations
 from irflow.tasks.report.results import StoredResults, check_same_dataset, combine_results, load_results
 from irflow.tasks.systems.specs import as_spec
 
+SCHEMA_VERSION = 2
+"""metrics.json's ``schema_version``: 2 adds the key itself (and ``memory:`` systems, given in Python); a folder
+without it is of version 1, which reads the same."""
+
 
 @dataclass(frozen=True)
 class SystemEvaluation:
@@ -94,6 +98,7 @@ def metrics_document(
         raise InputError(f"baseline {baseline!r} is not one of the evaluated systems: {', '.join(systems)}")
     coverage = coverage_block({e.system: e.run for e in evaluations}, dataset.qrels, dataset.manifest.get("source"))
     return {
+        "schema_version": SCHEMA_VERSION,
         "dataset": dataset_summary(dataset),
         "systems": {e.system: {m: e.means[m] for m in measures} for e in evaluations},
         "baseline": baseline,
@@ -130,11 +135,14 @@ def build_report(
     *,
     comparisons: pd.DataFrame | None = None,
     notes: Sequence[str] = (),
+    data: ReportData | None = None,
     **options: Any,
 ) -> str:
-    """Write report.md, report.html, significance.csv and plots/ into ``output``; returns the markdown."""
+    """Write report.md, report.html, significance.csv and plots/ into ``output``; returns the markdown.
+    ``data``: the analysis when it was already computed (:func:`analyse`, as ``irflow.evaluate`` does)."""
     output = Path(output)
-    data = analyse(results, dataset, comparisons=comparisons, notes=notes, **options)
+    if data is None:
+        data = analyse(results, dataset, comparisons=comparisons, notes=notes, **options)
     files = write_plots(output, data, results.document)
     text = markdown_report(results.document, data, files)
     with atomic_path(output / "significance.csv") as tmp:
@@ -156,6 +164,65 @@ def _write_html(output: Path, page: str) -> None:
         fh.write(page)
 
 
+def results_document(
+    dataset: Dataset,
+    evaluations: list[SystemEvaluation],
+    measures: list[str],
+    depth: int | None,
+    *,
+    baseline: str | None = None,
+    calibration: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
+    **options: Any,
+) -> StoredResults:
+    """A result folder's content, computed: the metrics document, the per-query table and the runs.
+
+    ``labels`` (spec -> label, e.g. from ``irflow run --label``) go into metrics.json as ``labels``: the
+    report and the terminal name those systems so (the others by their default labels).
+    ``calibration`` (from :func:`~irflow.tasks.report.calibration.calibration_block`: the judge-only
+    means corrected by human labels) goes into metrics.json as ``calibrated`` and ``calibration``.
+    ``options`` are the significance tests' (permutations, bootstrap, seed, alpha, correction), recorded
+    in metrics.json.
+    """
+    document = {**metrics_document(dataset, evaluations, measures, depth, baseline, **options), **(calibration or {})}
+    evaluated = {str(as_spec(e.system)) for e in evaluations}
+    if given := {s: label for s, label in (labels or {}).items() if s in evaluated}:
+        document["labels"] = given
+    return StoredResults(document, per_query_table(evaluations), {e.system: e.run for e in evaluations})
+
+
+def run_tag(system: str) -> str:
+    """A run file's tag: the spec, or its slug where the spec holds whitespace (a quoted prompt or label)."""
+    return system if system and not any(c.isspace() for c in system) else as_spec(system).slug
+
+
+def save_results(
+    output: str | Path,
+    results: StoredResults,
+    dataset: Dataset | None = None,
+    *,
+    comparisons: pd.DataFrame | None = None,
+    data: ReportData | None = None,
+) -> dict[str, Any]:
+    """Write every file of a result folder into ``output`` from its content; returns the metrics document.
+    ``comparisons`` (from :func:`significance_table`) and ``data`` (from :func:`analyse`) are computed here
+    when not given."""
+    output = Path(output)
+    for system, run in results.runs.items():
+        write_trec(run, output / "runs" / f"{as_spec(system).slug}.trec", tag=run_tag(system))
+    with atomic_path(output / "per_query.parquet") as tmp:
+        results.per_query.to_parquet(tmp, index=False)
+    write_json(output / "metrics.json", results.document)
+    if results.runs:
+        build_report(output, results, dataset, comparisons=comparisons, data=data)
+    else:
+        text = markdown_report(results.document)
+        with atomic_open(output / "report.md", "w", encoding="utf-8") as fh:
+            fh.write(text)
+        _write_html(output, html_report(results.document, text, {}))
+    return results.document
+
+
 def write_outputs(
     output: str | Path,
     dataset: Dataset,
@@ -169,38 +236,12 @@ def write_outputs(
     labels: Mapping[str, str] | None = None,
     **options: Any,
 ) -> dict[str, Any]:
-    """Write every result file into ``output``; returns the metrics document.
-
-    ``labels`` (spec -> label, e.g. from ``irflow run --label``) go into metrics.json as ``labels``: the
-    report and the terminal name those systems so (the others by their default labels).
-
-    ``calibration`` (from :func:`~irflow.tasks.report.calibration.calibration_block`: the judge-only
-    means corrected by human labels) goes into metrics.json as ``calibrated`` and ``calibration``.
-
-    ``options`` are the significance tests' (permutations, bootstrap, seed, alpha, correction), recorded
-    in metrics.json; ``comparisons`` (from :func:`significance_table`, with the same options) is
-    computed here when not given.
-    """
-    output = Path(output)
-    document = {**metrics_document(dataset, evaluations, measures, depth, baseline, **options), **(calibration or {})}
-    evaluated = {str(as_spec(e.system)) for e in evaluations}
-    if given := {s: label for s, label in (labels or {}).items() if s in evaluated}:
-        document["labels"] = given
-    for e in evaluations:
-        write_trec(e.run, output / "runs" / f"{as_spec(e.system).slug}.trec", tag=e.system)
-    table = per_query_table(evaluations)
-    with atomic_path(output / "per_query.parquet") as tmp:
-        table.to_parquet(tmp, index=False)
-    write_json(output / "metrics.json", document)
-    if evaluations:
-        results = StoredResults(document, table, {e.system: e.run for e in evaluations})
-        build_report(output, results, dataset, comparisons=comparisons)
-    else:
-        text = markdown_report(document)
-        with atomic_open(output / "report.md", "w", encoding="utf-8") as fh:
-            fh.write(text)
-        _write_html(output, html_report(document, text, {}))
-    return document
+    """Write every result file into ``output``; returns the metrics document (:func:`results_document`, then
+    :func:`save_results`)."""
+    results = results_document(
+        dataset, evaluations, measures, depth, baseline=baseline, calibration=calibration, labels=labels, **options
+    )
+    return save_results(output, results, dataset, comparisons=comparisons)
 
 
 def rebuild_report(run_dir: str | Path, dataset: Dataset | None = None, *, load: bool = True, **options: Any) -> Path:
@@ -245,6 +286,9 @@ __all__ = [
     "per_query_table",
     "rebuild_report",
     "recommendations",
+    "results_document",
+    "run_tag",
+    "save_results",
     "significance_table",
     "write_outputs",
     "write_plots",

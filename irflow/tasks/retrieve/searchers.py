@@ -20,15 +20,16 @@ import numpy as np
 import pandas as pd
 
 from irflow.tasks.core.runs import DEFAULT_DEPTH, order_run, validate_depth
-from irflow.tasks.core.schema import Dataset, RetrievalInfo, info_nodes
+from irflow.tasks.core.schema import Dataset, InputError, RetrievalInfo, info_nodes
 from irflow.tasks.retrieve import dense, latency
 from irflow.tasks.retrieve.base import FIRST_STAGE_DEPTH, Searcher
 from irflow.tasks.retrieve.costs import api_costs
 from irflow.tasks.retrieve.fusion import apply_rerank, fuse_rrf
 from irflow.tasks.retrieve.http_service import HttpSearcher
+from irflow.tasks.retrieve.memory import MemorySearcher
 from irflow.tasks.retrieve.python_system import PluginSearcher
 from irflow.tasks.retrieve.runfile import RunFileSearcher
-from irflow.tasks.systems.external import HttpSpec, PluginSpec, RunSpec
+from irflow.tasks.systems.external import HttpSpec, MemorySpec, PluginSpec, RunSpec
 from irflow.tasks.systems.specs import BM25Spec, DenseSpec, HybridSpec, RerankSpec, SystemSpec, as_spec, leaves
 
 
@@ -95,15 +96,21 @@ class LatencyReport:
     load_after: float | None = None
 
 
-def retrieve(dataset: Dataset, system: str | SystemSpec, depth: int | None = None) -> RunResult:
+def retrieve(dataset: Dataset, system: str | SystemSpec, depth: int | None = None, *, source: Any = None) -> RunResult:
     """Run ``system`` for every query of ``dataset``: at most ``depth`` hits per query, trec_eval order.
 
     Without ``depth``, the system's own default (``Searcher.default_depth``): ``DEFAULT_DEPTH`` hits,
-    and every hit of a run file, as trec_eval reads it."""
+    and every hit of a run file, as trec_eval reads it. ``source``: the run or search callable of a
+    ``memory:`` system (given in Python; :mod:`~irflow.tasks.retrieve.memory`)."""
     given = None if depth is None else validate_depth(depth)
     spec = as_spec(system)
     start = time.perf_counter()
-    searcher = make_searcher(dataset, spec, online=False)
+    if source is not None:
+        if not isinstance(spec, MemorySpec):
+            raise TypeError(f"a run or callable is given with a memory: spec, not {spec}")
+        searcher: Searcher[Any] = MemorySearcher(dataset, spec, source)
+    else:
+        searcher = make_searcher(dataset, spec, online=False)
     depth = searcher.default_depth() if given is None else given
     prepared = time.perf_counter()
     run = searcher(dataset.queries, depth)
@@ -206,6 +213,11 @@ def make_searcher(dataset: Dataset, spec: SystemSpec, *, online: bool = False) -
         return PluginSearcher(dataset, spec)
     if isinstance(spec, HttpSpec):
         return HttpSearcher(dataset, spec)
+    if isinstance(spec, MemorySpec):
+        raise InputError(
+            f"system {str(spec)!r} was given in Python to irflow.evaluate: there is nothing to search from its name "
+            "alone (pass the run or the callable again, or write the run to a file: run:<path>)"
+        )
     raise TypeError(f"not a system spec: {spec!r}")
 
 

@@ -20,7 +20,7 @@ here imports a heavy library: specs are parsed before any stage runs.
 
 from __future__ import annotations
 
-from irflow.tasks.systems.external import HttpSpec, PluginSpec, RunSpec, file_sha256
+from irflow.tasks.systems.external import HttpSpec, MemorySpec, PluginSpec, RunSpec, file_sha256
 from irflow.tasks.systems.grammar import KIND_PARSERS, KINDS, MODEL_ALIASES, SYSTEM_HELP, Spec
 from irflow.tasks.systems.labels import default_label
 from irflow.tasks.systems.specs import (
@@ -47,6 +47,7 @@ __all__ = [
     "FirstStageSpec",
     "HttpSpec",
     "HybridSpec",
+    "MemorySpec",
     "PluginSpec",
     "RerankSpec",
     "RunSpec",

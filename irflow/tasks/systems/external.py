@@ -134,6 +134,25 @@ class HttpSpec(Spec):
         return f"http{format_paren(list(self.options))}:{format_body(self.url)}"
 
 
+@dataclass(frozen=True)
+class MemorySpec(Spec):
+    """A system given in Python to :func:`irflow.evaluate` (a run, or a callable that searches), named by its
+    label: its results are stored and read back like any other system's, but there is nothing to search
+    from a spec alone (on the command line a ranking made elsewhere is ``run:<path>``)."""
+
+    label: str
+    kind: ClassVar[str] = "memory"
+
+    def __post_init__(self) -> None:
+        label = " ".join(str(self.label).split())
+        if not label:
+            raise spec_error("memory needs a label after ':', e.g. memory:my-run")
+        self._set("label", label)
+
+    def canonical(self) -> str:
+        return f"memory:{format_body(self.label)}"
+
+
 def option_value(text: str) -> object:
     """A plugin option's value: ``true``/``false``/``null``, an integer, a float, else the string itself."""
     lowered = text.lower()
@@ -178,4 +197,10 @@ def parse_plugin(kind: str, options: dict[str, str], body: str, base: str | os.P
     return PluginSpec(plugin=kind, target=body, options=tuple(options.items()))
 
 
-KIND_PARSERS.update(run=parse_run, http=parse_http, plugin=parse_plugin)
+def parse_memory(kind: str, options: dict[str, str], body: str, base: str | os.PathLike[str] | None) -> MemorySpec:
+    """``memory:<label>``: a system that was given in Python (see :class:`MemorySpec`)."""
+    check_options(options, (), "memory")
+    return MemorySpec(label=body)
+
+
+KIND_PARSERS.update(run=parse_run, http=parse_http, plugin=parse_plugin, memory=parse_memory)

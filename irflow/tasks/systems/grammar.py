@@ -28,7 +28,7 @@ MODEL_ALIASES: dict[str, str] = {
     "bge-small": "BAAI/bge-small-en-v1.5",
     "ms-marco-minilm": "cross-encoder/ms-marco-MiniLM-L-6-v2",
 }
-KINDS = ("bm25", "dense", "hybrid", "rerank", "run", "python", "http")  # python: the built-in plugin kind
+KINDS = ("bm25", "dense", "hybrid", "rerank", "run", "python", "http", "memory")  # python: the built-in plugin kind
 
 SYSTEM_HELP = """\
 valid system specs:
@@ -65,6 +65,8 @@ valid system specs:
                                     a Python retriever: callable(**options) -> object with search(queries, k)
                                     and optionally index(corpus), e.g. python(k1=2):mypkg.search:BM25Plus;
                                     other kinds from installed packages (entry points irflow.systems): <kind>:<target>
+  memory:<label>                    a run or a search callable given in Python to irflow.evaluate (result folders
+                                    name it so; on the command line, write the run to a file: run:<path>)
   http(<options>):<url>             a live search service: POST {"query": text, "k": depth} ->
                                     {"hits": [{"id": ..., "score": ...}]}; options: preset=elasticsearch|opensearch|
                                     solr|meilisearch|qdrant|pinecone|milvus|weaviate, template, hits, id, score,

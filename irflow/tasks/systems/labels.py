@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import IrflowError
 from irflow.tasks.systems.api_options import PROVIDER, is_api_model
-from irflow.tasks.systems.external import HttpSpec, PluginSpec, RunSpec
+from irflow.tasks.systems.external import HttpSpec, MemorySpec, PluginSpec, RunSpec
 from irflow.tasks.systems.grammar import Spec, format_number, format_paren, split_members
 from irflow.tasks.systems.specs import BM25Spec, DenseSpec, HybridSpec, RerankSpec, as_spec
 
@@ -75,6 +75,8 @@ def _label(spec: Spec) -> str:
         return f"http{format_paren(_cut(list(spec.options)))}:{where}{url.path.rstrip('/')}"
     if isinstance(spec, RunSpec):
         return f"run:{PurePath(spec.path).name}"
+    if isinstance(spec, MemorySpec):
+        return spec.label
     if isinstance(spec, PluginSpec):
         return spec.plugin + format_paren(_cut(list(spec.options))) + (f":{spec.target}" if spec.target else "")
     return str(spec)

@@ -22,7 +22,15 @@ from collections.abc import Callable
 from typing import Any
 
 GROUP = "irflow.systems"
-BUILTIN_KINDS = ("bm25", "dense", "hybrid", "rerank", "run", "http")  # parsed by irflow.tasks.systems.specs itself
+BUILTIN_KINDS = (
+    "bm25",
+    "dense",
+    "hybrid",
+    "rerank",
+    "run",
+    "http",
+    "memory",
+)  # parsed by irflow.tasks.systems.specs itself
 BUILTIN_PLUGINS = {"python": "irflow.tasks.retrieve.python_system:python_kind"}
 
 log = logging.getLogger(__name__)

@@ -67,7 +67,7 @@ from irflow.tasks.systems.grammar import (
 from irflow.tasks.systems.plugins import installed_kinds
 
 if TYPE_CHECKING:
-    from irflow.tasks.systems.external import HttpSpec, PluginSpec, RunSpec
+    from irflow.tasks.systems.external import HttpSpec, MemorySpec, PluginSpec, RunSpec
 
 BM25_METHODS: dict[str, tuple[str, ...]] = {  # backend -> methods, the first is the default
     "bm25s": ("lucene", "robertson", "atire", "bm25l", "bm25+"),
@@ -261,8 +261,8 @@ def _check_encoder(spec: DenseSpec | RerankSpec) -> None:
 
 
 # Systems built elsewhere live in irflow.tasks.systems.external (they import this module, not the reverse).
-SystemSpec = Union[BM25Spec, DenseSpec, HybridSpec, RerankSpec, "RunSpec", "PluginSpec", "HttpSpec"]
-FirstStageSpec = Union[BM25Spec, DenseSpec, "RunSpec", "PluginSpec", "HttpSpec"]  # ranks documents itself
+SystemSpec = Union[BM25Spec, DenseSpec, HybridSpec, RerankSpec, "RunSpec", "PluginSpec", "HttpSpec", "MemorySpec"]
+FirstStageSpec = Union[BM25Spec, DenseSpec, "RunSpec", "PluginSpec", "HttpSpec", "MemorySpec"]  # ranks documents itself
 
 
 def walk(spec: SystemSpec) -> Iterator[SystemSpec]:

@@ -1,0 +1,39 @@
+"""irflow's public API: the library the command line and the Prefect flows are built on.
+
+Public API::
+
+    import irflow
+
+    ev = irflow.evaluate("techdocs", ["bm25", "dense:minilm"], metrics=["nDCG@10", "RR@10"])
+    ev.means, ev.comparisons, ev.per_query, ev.verdict
+    ev.save("results/x"); irflow.Evaluation.load("results/x"); ev.to_latex()
+
+Modules: ``request`` (the arguments, checked once: :func:`make_request`), ``pipeline`` (the stages composed
+once, run in-process or as Prefect tasks), ``evaluation`` (:class:`Evaluation`: the typed result, its result
+folder), ``evaluate`` (:func:`evaluate`, :func:`load_dataset`).
+"""
+
+from __future__ import annotations
+
+from irflow.api.evaluate import evaluate, load_dataset, track_evaluation
+from irflow.api.evaluation import Coverage, Evaluation, Tracking
+from irflow.api.pipeline import Stages, SystemsFailed, run_evaluation
+from irflow.api.request import EvaluationRequest, SystemEntry, make_request
+from irflow.tasks.core.schema import Dataset, InputError
+
+__all__ = [
+    "Coverage",
+    "Dataset",
+    "Evaluation",
+    "EvaluationRequest",
+    "InputError",
+    "Stages",
+    "SystemEntry",
+    "SystemsFailed",
+    "Tracking",
+    "evaluate",
+    "load_dataset",
+    "make_request",
+    "run_evaluation",
+    "track_evaluation",
+]
