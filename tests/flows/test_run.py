@@ -110,6 +110,18 @@ def test_run_writes_results_that_trec_eval_confirms(
     report = (out / "report.md").read_text()
     assert "techdocs" in report and "`bm25`" in report
 
+    # The library computes the same numbers in this process, without Prefect, and reads the folder back.
+    import irflow
+
+    library = irflow.evaluate("techdocs", ["bm25", "dense:minilm"], metrics=list(names))
+    stored = irflow.Evaluation.load(out)
+    for system, label in zip(systems, library.systems):
+        for metric in names:
+            assert library.means.loc[label, metric] == pytest.approx(document["systems"][system][metric], abs=1e-12)
+    for table in ("means", "per_query", "comparisons"):
+        pd.testing.assert_frame_equal(getattr(library, table), getattr(stored, table), check_exact=True)
+    assert library.verdict == stored.verdict and stored.verdict in done.stdout.replace("\n  ", " ")
+
     # The run went through Prefect: the temporary server recorded the flow run and every stage in
     # Prefect's database under PREFECT_HOME (what the UI shows once a server runs on it).
     with sqlite3.connect(Path(env["PREFECT_HOME"]) / "prefect.db") as db:
@@ -130,12 +142,13 @@ def test_run_writes_results_that_trec_eval_confirms(
 @pytest.mark.parametrize(
     "args, expected",
     [
-        (["run", "--system", "bm26"], "valid system specs"),
-        (["run", "--metric", "nDCG@x"], "nDCG"),
-        (["run", "--dataset", "nope"], "valid names"),
-        (["run", "--depth", "0"], "--depth expects an integer between 1 and 1000"),
-        (["run", "--depth", "5000"], "--depth expects an integer between 1 and 1000"),
-        (["run", "--latency-runs", "-1"], "--latency-runs expects an integer >= 0"),
+        (["run", "--system", "bm26"], "--system: system spec 'bm26': unknown system kind 'bm26'"),
+        (["run", "--system", "bm26"], "(did you mean 'bm25'?); `irflow run --help` lists the system specs"),
+        (["run", "--metric", "nDCG@x"], "--metric: "),
+        (["run", "--dataset", "techdoc"], "--dataset: unknown dataset 'techdoc' (did you mean 'techdocs'?)"),
+        (["run", "--depth", "0"], "--depth: expected an integer between 1 and 1000"),
+        (["run", "--depth", "5000"], "--depth: expected an integer between 1 and 1000"),
+        (["run", "--latency-runs", "-1"], "--latency-runs: expected an integer >= 0"),
         (["run", "--split", "nope"], "--split: techdocs has no split 'nope'; available: test"),
     ],
 )
