@@ -106,8 +106,11 @@ def add_annotate_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def cmd_annotate(args: argparse.Namespace) -> int:
     from irflow.tasks.annotate import pipeline
+    from irflow.tasks.annotate.judges import parse_judge
     from irflow.tasks.core.output_folder import check_output
 
+    for spec in args.judge or ():
+        parse_judge(spec, "--judge")  # a bad spec (a URL with credentials) fails before anything is written
     track = not args.no_track and not args.dry_run
     if track:
         from irflow.tasks.tracking.log import check_tracking

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from irflow.tasks.core.schema import InputError
+from irflow.tasks.core.urls import CredentialsInUrlError
 from irflow.tasks.rag.samples import Ask, Context, Prompt, Reply
 from irflow.tasks.retrieve.python_system import import_callable
 
@@ -90,7 +91,9 @@ def parse_generator(spec: str) -> Generator:
     from irflow.tasks.annotate.judges import parse_judge
 
     try:
-        parse_judge(spec)
+        parse_judge(spec, "--generator")
+    except CredentialsInUrlError:
+        raise
     except InputError as err:
         raise InputError(
             f"--generator: expected extractive, python:MODULE:CALLABLE or an LLM spec such as "
