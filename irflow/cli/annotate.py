@@ -173,14 +173,13 @@ def zbench_preview(path: str, name: str, split: str) -> Iterator[Any]:
 
     import pandas as pd
 
-    from irflow.tasks.core.schema import Dataset, InputError
+    from irflow.tasks.core.paths import regular_file
+    from irflow.tasks.core.schema import Dataset
     from irflow.tasks.ingest import canonical, store
     from irflow.tasks.ingest.custom import read_zbench
 
     store.check_import_name(name)
-    source = Path(path)
-    if not source.is_file():
-        raise InputError("no such file (expected a zbench QueryDocuments JSONL)", path=path)
+    source = regular_file(path, "a zbench QueryDocuments JSONL")
     parsed = read_zbench(source)
     with tempfile.TemporaryDirectory(prefix="irflow-dry-run-") as tmp:
         folder = Path(tmp)
