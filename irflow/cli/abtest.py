@@ -13,10 +13,10 @@ from typing import Any
 
 def cmd_abtest(args: argparse.Namespace) -> int:
     from irflow.tasks.core.output_folder import check_output
+    from irflow.tasks.core.paths import regular_file
     from irflow.tasks.core.schema import InputError
 
-    if not Path(args.log).is_file():
-        raise InputError("no such file; expected an A/B test log (CSV, TSV, JSONL or Parquet)", path=str(args.log))
+    regular_file(args.log, "an A/B test log (CSV, TSV, JSONL or Parquet)")
     if not 0 < args.treatment_share < 1:
         raise InputError(f"--treatment-share {args.treatment_share}: expected a share between 0 and 1 (0.5: even)")
     if args.tau is not None and not args.tau > 0:

@@ -106,8 +106,11 @@ def add_annotate_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def cmd_annotate(args: argparse.Namespace) -> int:
     from irflow.tasks.annotate import pipeline
+    from irflow.tasks.annotate.judges import parse_judge
     from irflow.tasks.core.output_folder import check_output
 
+    for spec in args.judge or ():
+        parse_judge(spec, "--judge")  # a bad spec (a URL with credentials) fails before anything is written
     track = not args.no_track and not args.dry_run
     if track:
         from irflow.tasks.tracking.log import check_tracking
@@ -170,14 +173,13 @@ def zbench_preview(path: str, name: str, split: str) -> Iterator[Any]:
 
     import pandas as pd
 
-    from irflow.tasks.core.schema import Dataset, InputError
+    from irflow.tasks.core.paths import regular_file
+    from irflow.tasks.core.schema import Dataset
     from irflow.tasks.ingest import canonical, store
     from irflow.tasks.ingest.custom import read_zbench
 
     store.check_import_name(name)
-    source = Path(path)
-    if not source.is_file():
-        raise InputError("no such file (expected a zbench QueryDocuments JSONL)", path=path)
+    source = regular_file(path, "a zbench QueryDocuments JSONL")
     parsed = read_zbench(source)
     with tempfile.TemporaryDirectory(prefix="irflow-dry-run-") as tmp:
         folder = Path(tmp)

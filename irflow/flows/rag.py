@@ -30,8 +30,8 @@ from irflow.tasks.core.stop import stop_on_signal
 from irflow.tasks.experiment import check_models
 from irflow.tasks.ingest import check_name
 from irflow.tasks.rag import answers as answer_files
-from irflow.tasks.rag.calibrate import calibrate_answers, read_human_verdicts
-from irflow.tasks.rag.generate import Generator, generate, parse_generator
+from irflow.tasks.rag.calibrate import calibrate_answers, check_verdicts, read_human_verdicts
+from irflow.tasks.rag.generate import Generator, check_replies, generate, parse_generator
 from irflow.tasks.rag.id_based import ID_METRICS, relevant_ids
 from irflow.tasks.rag.judged import LLM_METRICS
 from irflow.tasks.rag.llm import CachedAsk, Usage, answer_cache, make_llm
@@ -78,6 +78,8 @@ def validate_rag(
     check_name(dataset)
     if bool(systems) == bool(answers):
         raise InputError("irflow rag takes --answers FILE (repeatable) or --system SPEC (repeatable) with --generator")
+    for path in answers:
+        answer_files.check_answers_path(path)  # a directory or a device named now, before any work
     if systems and generator is None:
         raise InputError("--system needs --generator SPEC (extractive, python:MODULE:CALLABLE or openai:MODEL)")
     if answers and generator is not None:
@@ -138,6 +140,7 @@ def generate_task(
     qids = [q for q in dataset.queries["query_id"].astype(str) if q in contexts or q in asked]
     items = [(asked[q], contexts.get(q, ())) for q in qids]
     replies = generate(generator, items, ask)
+    check_replies(generator, system, replies)  # every call failed: an error, not a run of empty answers
     answers = [
         Answer(q, asked[q], r.text or "", contexts.get(q, ()), references.get(q))
         for q, r in zip(qids, replies, strict=True)
@@ -303,6 +306,8 @@ def _rag(
         first = CachedAsk(make_llm(judge, "--judge", "judge"), cache, usage["judging"])
         asks = [first.again(r) for r in range(repeats)]
     data = ingest_task(dataset, split)
+    if human is not None:  # verdicts on queries or configurations this run does not have: named now, not ignored
+        check_verdicts(read_human_verdicts(human), data, names, human)
     references = answer_files.dataset_references(data)
     configs: list[Configuration] = []
     problems: dict[str, Any] = {}

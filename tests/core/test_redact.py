@@ -79,7 +79,7 @@ def test_a_refused_spec_shows_its_url_without_the_password(capfd: pytest.Capture
         parse_system(spec)
     assert "http://u:***@127.0.0.1:9/search" in str(refused.value) and PASSWORD not in str(refused.value)
     dense = "dense(base_url=http://u:pw@127.0.0.1:9/v1):openai:text-embedding-3-small"
-    with pytest.raises(InputError, match=r"base_url must not carry credentials") as refused:
+    with pytest.raises(InputError, match=r"base_url: a URL must not carry credentials") as refused:
         parse_system(dense)
     assert "http://u:***@127.0.0.1:9/v1" in str(refused.value) and ":pw@" not in str(refused.value)
     # the command as a user runs it: exit code 2, the message redacted

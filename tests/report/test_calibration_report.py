@@ -50,15 +50,30 @@ def test_mlflow_metrics_carry_the_estimate_and_interval() -> None:
     assert (metrics["calibrated.p_at_10.low"], metrics["calibrated.p_at_10.high"]) == tuple(block["P@10"]["ci"])
 
 
-def _dataset(name: str, queries: list[str]) -> Dataset:
-    qrels = pd.DataFrame({"query_id": queries, "doc_id": ["d"] * len(queries), "relevance": [1] * len(queries)})
-    return Dataset(name, "test", pd.DataFrame(), pd.DataFrame(), qrels)
+def _dataset(name: str, queries: list[str], docs: list[str] | None = None) -> Dataset:
+    docs = docs or ["d"] * len(queries)
+    qrels = pd.DataFrame({"query_id": queries, "doc_id": docs, "relevance": [1] * len(queries)})
+    corpus = pd.DataFrame({"doc_id": ["d"]})
+    return Dataset(name, "test", corpus, pd.DataFrame({"query_id": list(dict.fromkeys(queries))}), qrels)
 
 
-@pytest.mark.parametrize(
-    ("human", "shared"), [(["q1", "x"], 1), (["q1", "q2", "q3"], 3), (["x", "y"], 0)], ids=["one", "all", "none"]
-)
+@pytest.mark.parametrize(("human", "shared"), [(["q1", "x"], 1), (["q1", "q2", "q3"], 3)], ids=["one", "all"])
 def test_a_human_dataset_that_cannot_calibrate_is_refused(human: list[str], shared: int) -> None:
     with pytest.raises(InputError, match=rf"--human H: judges {shared} of the 3 queries of D; expected"):
         check_human(_dataset("D", ["q1", "q2", "q3"]), _dataset("H", human))
-    check_human(_dataset("D", ["q1", "q2", "q3"]), _dataset("H", ["q1", "q2", "x"]))  # 2 of 3: fine
+    check_human(_dataset("D", ["q1", "q2", "q3"]), _dataset("H", ["q1", "q2", "q3", "q4"][:2]))  # 2 of 3: fine
+
+
+def test_unknown_query_and_document_ids_of_a_human_dataset_are_named(caplog: pytest.LogCaptureFixture) -> None:
+    judged = _dataset("D", ["q1", "q2", "q3"])
+    with pytest.raises(
+        InputError, match=r"--human H: none of its 2 query ids is one of the queries of D \(e.g. x, y\)"
+    ):
+        check_human(judged, _dataset("H", ["x", "y"]))
+    with pytest.raises(InputError, match=r"none of its 1 document ids is one of the documents of D \(e.g. gone\)"):
+        check_human(judged, _dataset("H", ["q1", "q2"], ["gone", "gone"]))
+    with caplog.at_level("WARNING"):
+        check_human(judged, _dataset("H", ["q1", "q2", *(f"u{i}" for i in range(7))], ["d", "d", *["e"] * 7]))
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "--human H: 7 of 9 query ids are not among the queries of D, left out: u0, u1, u2, u3, u4, ..." in warned
+    assert "--human H: 1 of 2 document ids are not among the documents of D, left out: e" in warned

@@ -87,7 +87,7 @@ def test_only_regular_files_are_read_as_runs(tmp_path: Path) -> None:
         with pytest.raises(InputError, match="not a regular file"):
             parse_system(f"run:{path}")  # naming the system hashes the file: that must not hang either
     done = in_child("from irflow.tasks.systems.specs import parse_system; parse_system('run:/dev/zero')", timeout=60)
-    assert done.returncode == 2 and "/dev/zero: not a regular file" in done.stderr
+    assert done.returncode == 2 and "/dev/zero: a character device, not a regular file" in done.stderr
 
 
 def test_lines_bytes_and_hits_per_query_are_capped_naming_file_and_line(

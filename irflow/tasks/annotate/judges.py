@@ -28,6 +28,7 @@ API keys are read from the environment at call time and never logged, stored or 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from irflow.tasks.annotate.config import JUDGE_HELP
 from irflow.tasks.annotate.llm_judges import AnthropicJudge, GeminiJudge, OpenAIJudge
 from irflow.tasks.annotate.local_judges import ScoreJudge, model_scores, system_scores
 from irflow.tasks.core.schema import Dataset, InputError, UnknownNameError
+from irflow.tasks.core.urls import refuse_credentials
 
 KINDS = ("openai", "anthropic", "gemini", "model", "system")
 
@@ -83,8 +85,10 @@ _OPTIONS = {
 }
 
 
-def parse_judge(text: str) -> JudgeSpec:
-    """Parse a judge spec string (see ``JUDGE_HELP``); InputError / UnknownNameError on a bad one."""
+def parse_judge(text: str, argument: str = "--judge") -> JudgeSpec:
+    """Parse a judge spec string (see ``JUDGE_HELP``); InputError / UnknownNameError on a bad one, and
+    :class:`~irflow.tasks.core.urls.CredentialsInUrlError` naming ``argument`` (``--judge``, ``--generator``,
+    ``--llm``) when its base URL (or ``OPENAI_BASE_URL``) carries credentials."""
     match = _SPEC.match(str(text).strip())
     if not match:
         raise InputError(f"bad judge spec {text!r}\n{JUDGE_HELP}")
@@ -101,7 +105,27 @@ def parse_judge(text: str) -> JudgeSpec:
                 f"bad option {item!r} in judge spec {text!r}; {kind} options: {', '.join(sorted(_OPTIONS[kind]))}"
             )
         options.append((key.strip(), value.strip()))
-    return JudgeSpec(kind, target, tuple(options))
+    spec = JudgeSpec(kind, target, tuple(options))
+    _refuse_credentials(spec, argument)
+    return spec
+
+
+def _refuse_credentials(spec: JudgeSpec, argument: str) -> None:
+    """The one rule for URLs (:mod:`irflow.tasks.core.urls`) on an LLM spec's base URL: ``@BASE_URL``,
+    option ``base_url`` or, for ``openai`` without one, ``OPENAI_BASE_URL``."""
+    if spec.kind not in ("openai", "anthropic", "gemini"):
+        return
+    opt = dict(spec.options)
+    key = opt.get("key_env") or f"{spec.kind.upper()}_API_KEY"
+    env = f"{key}, or the variable key_env=VARIABLE names"
+    if "base_url" in opt:
+        refuse_credentials(opt["base_url"], f"{argument} (base_url)", env)
+    if spec.kind == "openai":
+        base_url = spec.target.partition("@")[2]
+        if base_url:
+            refuse_credentials(base_url, argument, env)
+        elif os.environ.get("OPENAI_BASE_URL"):
+            refuse_credentials(os.environ["OPENAI_BASE_URL"], f"{argument} (OPENAI_BASE_URL)", env)
 
 
 def make_judge(

@@ -33,6 +33,7 @@ from irflow.tasks.annotate.battle import (
 )
 from irflow.tasks.core.http_client import Call, HttpAuthError, HttpCallError, RateLimiter, RetryPolicy
 from irflow.tasks.core.redact import redact, remember
+from irflow.tasks.core.urls import refuse_credentials
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +179,7 @@ class OpenAIJudge(PromptJudge):
         self.reasoning = REASONING_MODELS.match(model) is not None if reasoning == "auto" else reasoning == "yes"
         kwargs.setdefault("max_tokens", REASONING_MAX_TOKENS if self.reasoning else DEFAULT_MAX_TOKENS)
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/")
+        refuse_credentials(self.base_url, f"openai:{model}", f"{key_env}, or the variable key_env=VARIABLE names")
         parsed = urlparse(self.base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise JudgeSetupError(f"bad base URL {self.base_url!r}: expected http(s)://host[:port]/path")

@@ -89,7 +89,8 @@ class ApiModel:
     def from_spec(cls, model: str, options: Sequence[tuple[str, str]], batch_size: int) -> ApiModel:
         """The model of ``dense(<options>):openai:<model>`` (options as :func:`normalise_options` wrote them)."""
         kw: dict[str, Any] = {k: API_OPTIONS[k](v) for k, v in options}
-        kw.setdefault("base_url", check_base_url(os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL))
+        env_url = os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
+        kw.setdefault("base_url", check_base_url(env_url, "OPENAI_BASE_URL"))
         return cls(model=model.removeprefix(f"{PROVIDER}:"), batch_size=min(batch_size, MAX_INPUTS), **kw)
 
     @property

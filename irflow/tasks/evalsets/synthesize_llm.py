@@ -51,7 +51,7 @@ class Request:
 
 def make_generator(spec: str, price_per_1k: float | None = None) -> PromptJudge:
     """The LLM a spec names (annotate's judge grammar, LLM kinds only). Nothing is called yet."""
-    parsed = parse_judge(spec)
+    parsed = parse_judge(spec, "--llm")
     if parsed.kind not in LLM_KINDS:
         raise InputError(f"--llm takes an LLM spec ({', '.join(k + ':MODEL' for k in LLM_KINDS)}), not {spec!r}")
     generator = make_judge(parsed, price_per_1k=price_per_1k)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from irflow.tasks.core.paths import regular_file
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.ingest.readers import fail_at_row, integer_column, read_log_table, utc_time_column
 
@@ -132,9 +133,7 @@ def _days(table: pd.DataFrame, path: Path) -> pd.Series:
 
 def read_ab_log(path: str | Path, unit: str = "user_id") -> AbLog:
     """Read and check an A/B log (see the module docstring); every unit must be in exactly one arm."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("no such file; expected an A/B test log (CSV, TSV, JSONL or Parquet)", path=str(path))
+    path = regular_file(path, "an A/B test log (CSV, TSV, JSONL or Parquet)")
     table = read_log_table(path, "A/B test log")
     needed = [unit, "arm", "query", "clicked"]
     missing = [c for c in needed if c not in table.columns]

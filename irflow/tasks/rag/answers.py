@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from irflow.tasks.core.paths import describe_path
 from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.ingest import EMBEDDED
 from irflow.tasks.rag.samples import Answer, Context
@@ -70,13 +71,18 @@ def dataset_references(dataset: Dataset) -> dict[str, str]:
     return out
 
 
+def check_answers_path(path: str | os.PathLike[str]) -> str:
+    """``path`` as text when it is a regular file; else InputError saying what it is (a directory, a device)."""
+    if (what := describe_path(path)) is not None:
+        raise InputError(f"--answers: {path}: {what}; expected JSON lines of answers")
+    return str(path)
+
+
 def read_answers(path: str | os.PathLike[str], dataset: Dataset, references: Mapping[str, str] = {}) -> AnswerFile:
     """The answers of ``path`` for ``dataset`` (``references`` fill in a missing ``reference``)."""
-    where = str(path)
+    where = check_answers_path(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"--answers: no such file {where}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"--answers: cannot read {where}: {err}") from None
     asked, docs = questions(dataset), document_texts(dataset)

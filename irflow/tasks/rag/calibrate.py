@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +24,15 @@ import pandas as pd
 from scipy import stats
 
 from irflow.tasks.compare.calibration import calibrate_systems
-from irflow.tasks.core.schema import InputError
+from irflow.tasks.core.ids import check_known
+from irflow.tasks.core.paths import regular_file
+from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.evalsets.pool import krippendorff_alpha
 from irflow.tasks.ingest.readers import iter_jsonl, require_id
 from irflow.tasks.rag.judged import LLM_METRICS
 from irflow.tasks.report.calibration import HALF_WIDTH
 
-__all__ = ["agreement_lines", "answer_agreement", "calibrate_answers", "read_human_verdicts"]
+__all__ = ["agreement_lines", "answer_agreement", "calibrate_answers", "check_verdicts", "read_human_verdicts"]
 
 COLUMNS = ["system", "query_id", "metric", "value"]
 
@@ -70,9 +72,7 @@ def read_human_verdicts(path: str | Path) -> pd.DataFrame:
     """Human verdicts as rows ``system`` (None when the file names none), ``query_id``, ``metric``, ``value``;
     a malformed row, an unknown metric or a second verdict for the same answer and metric fails naming the
     file and line."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("no such file; expected human verdicts (.jsonl or .csv)", path=str(path))
+    path = regular_file(path, "human verdicts (.jsonl or .csv)")
     rows: list[tuple[str | None, str, str, float]] = []
     seen: dict[tuple[str | None, str, str], int] = {}
     for line, obj in _rows(path):
@@ -98,6 +98,23 @@ def read_human_verdicts(path: str | Path) -> pd.DataFrame:
     if not rows:
         raise InputError("no human verdicts; expected rows with query_id, metric, value", path=str(path))
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def check_verdicts(human: pd.DataFrame, dataset: Dataset, configurations: Sequence[str], source: str) -> None:
+    """Human verdicts (:func:`read_human_verdicts`) on queries ``dataset`` lacks, or naming configurations the
+    run does not have: an error when none is known, else a warning naming how many and a few (they are left out)."""
+    check_known(
+        human["query_id"],
+        set(dataset.queries["query_id"].astype(str)),
+        "query",
+        f"the queries of {dataset.name}",
+        source,
+    )
+    named = human["system"].dropna()
+    if len(named):
+        check_known(
+            named, set(configurations), "system", f"this run's configurations ({', '.join(configurations)})", source
+        )
 
 
 def _assign_systems(human: pd.DataFrame, systems: list[str]) -> pd.DataFrame:

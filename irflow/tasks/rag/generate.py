@@ -23,7 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from irflow.tasks.core.schema import InputError
+from irflow.tasks.core.redact import redact
+from irflow.tasks.core.schema import InputError, IrflowError
+from irflow.tasks.core.urls import CredentialsInUrlError
 from irflow.tasks.rag.samples import Ask, Context, Prompt, Reply
 from irflow.tasks.retrieve.python_system import import_callable
 
@@ -90,13 +92,32 @@ def parse_generator(spec: str) -> Generator:
     from irflow.tasks.annotate.judges import parse_judge
 
     try:
-        parse_judge(spec)
+        parse_judge(spec, "--generator")
+    except CredentialsInUrlError:
+        raise
     except InputError as err:
         raise InputError(
             f"--generator: expected extractive, python:MODULE:CALLABLE or an LLM spec such as "
             f"openai(OPTIONS):MODEL[@BASE_URL]; {err}"
         ) from None
     return Generator(spec, "llm", spec)
+
+
+class GenerationFailedError(IrflowError):
+    """Every generation of a configuration failed: there are no answers to score."""
+
+
+def check_replies(generator: Generator, config: str, replies: Sequence[Reply]) -> None:
+    """GenerationFailedError when no reply of ``config`` holds an answer (every call failed), naming the
+    generator, the count and the first error: such a run has nothing to evaluate, and must not look like one."""
+    if replies and all(r.text is None for r in replies):
+        first = next((r.error for r in replies if r.error), "no answer")
+        raise GenerationFailedError(
+            redact(
+                f"--generator {generator.spec}: every generation failed ({len(replies)} of {len(replies)} questions "
+                f"of {config}); first error: {first}. Nothing was scored: check the generator and run again"
+            )
+        )
 
 
 def load_callable(target: str) -> Callable[[str, list[str]], Any]:

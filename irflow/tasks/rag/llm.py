@@ -36,7 +36,7 @@ def answer_cache(path: Path | None = None) -> AnswerCache:
 def make_llm(spec: str, option: str, role: str, *, free_text: bool = False) -> PromptJudge:
     """The chat model ``spec`` names, in annotate's judge grammar (``openai(OPTIONS):MODEL[@BASE_URL]``,
     ``anthropic:MODEL``, ``gemini:MODEL``); ``free_text``: no JSON answer format unless the spec sets one."""
-    parsed = parse_judge(spec)
+    parsed = parse_judge(spec, option)
     if parsed.kind not in LLM_KINDS:
         raise InputError(f"{option} takes an LLM spec ({', '.join(k + ':MODEL' for k in LLM_KINDS)}), not {spec!r}")
     client = make_judge(parsed)

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from irflow.tasks.compare.calibration import calibrate_systems
+from irflow.tasks.core.ids import check_known
 from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.metrics import evaluate
 from irflow.tasks.report.format import md_table
@@ -96,8 +97,16 @@ def calibration_section(document: Mapping[str, Any]) -> list[str]:
 
 
 def check_human(judged: Dataset, human: Dataset) -> None:
-    """Refuse, before any work, a human dataset that cannot calibrate ``judged``: fewer than 2 of its
-    judged queries are ``judged``'s, or none is left to the judge alone."""
+    """Refuse, before any work, a human dataset that cannot calibrate ``judged``: none of its query or
+    document ids is ``judged``'s, fewer than 2 of its judged queries are ``judged``'s, or none is left to the
+    judge alone; ids ``judged`` lacks are named in a warning (they are left out)."""
+    where = f"--human {human.name}"
+    check_known(
+        human.qrels["query_id"], set(judged.queries["query_id"]), "query", f"the queries of {judged.name}", where
+    )
+    check_known(
+        human.qrels["doc_id"], set(judged.corpus["doc_id"]), "document", f"the documents of {judged.name}", where
+    )
     queries = set(judged.qrels["query_id"])
     shared = queries & set(human.qrels["query_id"])
     if len(shared) < 2 or len(shared) == len(queries):

@@ -18,7 +18,6 @@ import hashlib
 import json
 import math
 import os
-import stat
 import time
 import zlib
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from irflow.tasks.core.paths import describe_mode
 from irflow.tasks.core.runs import TREC_FIELDS, has_duplicates, order_run, parse_trec
 from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.ingest.beir import DEFAULT_MAX_EXTRACT_RATIO, RATIO_FLOOR_BYTES, env_number
@@ -106,9 +106,9 @@ def _read_bounded(where: str, limits: RunLimits) -> tuple[bytes, str, bool]:
     except OSError as exc:
         raise InputError(f"cannot read run file: {exc.strerror}", path=where) from None
     info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
+    if (what := describe_mode(info.st_mode)) is not None:
         os.close(fd)
-        raise InputError("not a regular file (a directory, device or FIFO): expected a run file", path=where)
+        raise InputError(f"{what}: expected a run file", path=where)
     with os.fdopen(fd, "rb") as fh:
         head = fh.read(_CHUNK)
         compressed = head[:2] == b"\x1f\x8b"

@@ -6,11 +6,13 @@ and one canonical spelling, checked when a spec is parsed. The client that uses 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from urllib.parse import urlparse, urlunparse
 
 from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import InputError
+from irflow.tasks.core.urls import refuse_credentials
 
 PROVIDER = "openai"
 API_OPTIONS: dict[str, type] = {  # spec option -> type; only for dense:openai:<model>
@@ -25,6 +27,7 @@ API_OPTIONS: dict[str, type] = {  # spec option -> type; only for dense:openai:<
     "timeout": float,
     "retries": int,
 }
+_KEY_ENV = "OPENAI_API_KEY, or the variable key_env=VARIABLE names"
 IDENTITY_OPTIONS = ("base_url", "dimensions")  # the rest (limits, key, price) changes no vector
 
 
@@ -59,15 +62,16 @@ def normalise_options(pairs: Sequence[tuple[str, str]]) -> tuple[tuple[str, str]
             )
         text = repr(number)
         out.append((key, text[:-2] if text.endswith(".0") else text))
+    if "base_url" not in dict(out) and os.environ.get("OPENAI_BASE_URL"):  # the one the model will call
+        refuse_credentials(os.environ["OPENAI_BASE_URL"], "OPENAI_BASE_URL", _KEY_ENV)
     return tuple(sorted(out))
 
 
-def check_base_url(value: str) -> str:
+def check_base_url(value: str, argument: str = "base_url") -> str:
     parsed = urlparse(value.strip())
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise InputError(
             f"base_url {redact(value)!r}: expected http(s)://host[:port]/path, e.g. http://127.0.0.1:8000/v1"
         )
-    if parsed.username or parsed.password:
-        raise InputError("base_url must not carry credentials: the key is read from the environment (key_env)")
+    refuse_credentials(value, argument, _KEY_ENV)
     return urlunparse(parsed._replace(path=parsed.path.rstrip("/"), query="", fragment=""))

@@ -11,11 +11,11 @@ import hashlib
 import json
 import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from irflow.tasks.core.paths import describe_mode
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.systems.grammar import (
     KIND_PARSERS,
@@ -36,10 +36,8 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     regular file is read (``/dev/zero`` would never end, a FIFO would block)."""
     try:
         st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError(
-                "not a regular file (a directory, device or FIFO): expected a run file", path=os.fspath(path)
-            )
+        if (what := describe_mode(st.st_mode)) is not None:
+            raise InputError(f"{what}: expected a run file", path=os.fspath(path))
         key = (os.fspath(path), st.st_size, st.st_mtime_ns, st.st_ino)
         if key not in _DIGESTS:
             with open(path, "rb") as fh:

@@ -22,6 +22,7 @@ from typing import Any
 
 from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import InputError, UnknownNameError
+from irflow.tasks.core.urls import CredentialsInUrlError, refuse_credentials
 from irflow.tasks.systems.http_presets import PRESETS, VECTOR_PRESETS, check_preset, preset_defaults, preset_template
 
 DEFAULTS = {
@@ -239,12 +240,10 @@ def check_url(url: str) -> str:
         raise _fail(f"bad URL {redact(url)!r}: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise _fail(f"bad URL {redact(url)!r}: expected http[s]://host[:port]/path")
-    if parts.username is not None or parts.password is not None:
-        raise _fail(
-            "a URL must not carry credentials (they would be tracked with the spec): put the token in an "
-            "environment variable and name it with auth_env=VARIABLE"
-        )
-    return url
+    try:
+        return refuse_credentials(url, "http: system", "the variable auth_env=VARIABLE names")
+    except CredentialsInUrlError as err:
+        raise _fail(str(err), CredentialsInUrlError) from None
 
 
 def fill(template: Any, query: str, k: int, vector: list[float] | None = None) -> Any:

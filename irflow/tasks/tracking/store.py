@@ -4,7 +4,8 @@ tracking module uses (``tracking_check`` proves the store writable before any st
 The store is ``MLFLOW_TRACKING_URI`` or ``sqlite:///<working directory>/mlruns/mlflow.db`` with
 artifacts in ``mlruns/artifacts``; there is no silent fallback.
 
-Credentials in a URI (``https://user:secret@host``) are moved into ``MLFLOW_TRACKING_USERNAME`` /
+Credentials in a URI (``https://user:secret@host``; the one URL irflow takes with credentials, see
+:mod:`irflow.tasks.core.urls`) are moved into ``MLFLOW_TRACKING_USERNAME`` /
 ``MLFLOW_TRACKING_PASSWORD`` and MLflow is given the URI without them, so no MLflow message, log
 line or stored value can show them; irflow's own messages show them redacted (user:secret@host -> user:***@host, by
 :func:`irflow.tasks.core.redact.redact`). mlflow is
@@ -19,9 +20,6 @@ import logging
 import math
 import os
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from irflow.tasks.core.atomic import file_lock
 from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import IrflowError
 from irflow.tasks.core.stop import at_forced_exit, stop_requested
+from irflow.tasks.core.urls import split_credentials
 from irflow.tasks.tracking.params import mlflow_key
 
 DEFAULT_EXPERIMENT = "irflow"
@@ -52,22 +51,6 @@ def tracking_uri() -> str:
     """``MLFLOW_TRACKING_URI``, else the SQLite store ``mlruns/mlflow.db`` of the working directory
     (made absolute, so the URI names the same store whichever process reads it)."""
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{DEFAULT_DB.resolve()}"
-
-
-def _netloc(parts: urllib.parse.SplitResult, userinfo: str = "") -> str:
-    host = parts.hostname or ""
-    host = f"[{host}]" if ":" in host else host
-    return userinfo + host + (f":{parts.port}" if parts.port else "")
-
-
-def split_credentials(uri: str) -> tuple[str, str | None, str | None]:
-    """``(uri without user info, user, password)``; user and password are None when the URI has none."""
-    parts = urllib.parse.urlsplit(uri)
-    if parts.username is None and parts.password is None:
-        return uri, None, None
-    bare = urllib.parse.urlunsplit(parts._replace(netloc=_netloc(parts)))
-    unquote = urllib.parse.unquote
-    return bare, unquote(parts.username or ""), None if parts.password is None else unquote(parts.password)
 
 
 def client_uri(uri: str) -> str:
