@@ -256,7 +256,7 @@ def _spec(value: str | SystemSpec, where: str) -> SystemSpec:
         text = str(value)
         head = text.partition(":")[0].partition("(")[0]
         hint = suggestion(head, KINDS) if head not in KINDS else ""
-        first = str(exc).split("\n")[0]
+        first = str(exc).split("\n")[0].split("; valid kinds")[0]
         raise InputError(f"{where}: {first}{hint}; `irflow run --help` lists the system specs") from None
 
 
