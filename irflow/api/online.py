@@ -33,8 +33,8 @@ PRIMARY = "ctr"  # the A/B verdict's metric: clicks per query shown
 
 
 def _normalised(document: Mapping[str, Any]) -> dict[str, Any]:
-    """``document`` as metrics.json holds it (tuples as lists, keys sorted): a fresh result equals its loaded copy."""
-    return dict(json.loads(json.dumps(document, sort_keys=True)))
+    """``document`` as metrics.json holds it (tuples as lists): a fresh result equals its loaded copy."""
+    return dict(json.loads(json.dumps(document)))
 
 
 def _read_json(folder: str | Path, what: str) -> dict[str, Any]:
@@ -210,6 +210,13 @@ class ABTest(FrameEquality):
         """The result of a metrics.json document of ``irflow abtest``."""
         document = _normalised(document)
         ab, seq = document["abtest"], document.get("sequential")
+        # metrics.json holds its keys sorted: the command's order back, so that save() writes the same report
+        arms = (ab["control"], ab["treatment"])
+        ab["metrics"] = {m: ab["metrics"][m] for m in _in_order(ab["metrics"])}
+        ab["unavailable"] = {m: ab["unavailable"][m] for m in _in_order(ab["unavailable"])}
+        ab["units"], ab["queries"] = ({a: ab[key][a] for a in arms} for key in ("units", "queries"))
+        if seq:
+            seq["metrics"] = {m: seq["metrics"][m] for m in _in_order(seq["metrics"])}
         rows = {}
         for name in _in_order(ab["metrics"]):
             m = ab["metrics"][name]
@@ -364,7 +371,7 @@ class Power(FrameEquality):
         for system, row in self.table.iterrows():
             if row["sd_difference"] == 0:
                 parts.append(
-                    f"nothing to compare for {system}: its {self.metric} equals {self.baseline}'s on every query"
+                    f"Nothing to compare for {system}: its {self.metric} equals {self.baseline}'s on every query"
                 )
                 continue
             needed = row["queries_needed"]
@@ -374,7 +381,7 @@ class Power(FrameEquality):
                 f"{row['minimum_detectable_difference']:.4f} in {self.metric} with {self.power:.0%} power; to detect "
                 f"{row['delta']:+.4f}, {need} (power now {row['power_now']:.0%})"
             )
-        return "; ".join(parts)[0].upper() + "; ".join(parts)[1:] + "."
+        return "; ".join(parts) + "."
 
     def _repr_html_(self) -> str:
         return html_page(f"Power: {self.metric} against {self.baseline}", self.verdict, self.table)
@@ -640,6 +647,8 @@ class Interleaving(FrameEquality):
         """The result of ``irflow interleave``'s metrics.json and per_query table."""
         document = _normalised(document)
         block = document["interleave"]
+        if block.get("offline"):  # metrics.json holds its keys sorted: A, then B, as the command wrote them
+            block["offline"] = {s: block["offline"][s] for s in block["systems"].values() if s in block["offline"]}
         o = block["outcome"]
         table = pd.DataFrame(
             {"system": [block["systems"]["A"], block["systems"]["B"]], "wins": [o["wins"], o["losses"]]},
