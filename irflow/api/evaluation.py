@@ -326,7 +326,13 @@ def _same(a: Any, b: Any) -> bool:
             return False
         try:
             pd.testing.assert_frame_equal(
-                a, b, check_dtype=False, check_index_type=False, check_column_type=False, check_like=True, check_exact=True
+                a,
+                b,
+                check_dtype=False,
+                check_index_type=False,
+                check_column_type=False,
+                check_like=True,
+                check_exact=True,
             )
         except AssertionError:
             return False

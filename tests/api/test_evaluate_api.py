@@ -73,7 +73,12 @@ def test_typed_tables(two: irflow.Evaluation) -> None:
     assert row["delta"] == pytest.approx(two.means.iloc[1]["nDCG@10"] - two.means.iloc[0]["nDCG@10"], abs=1e-12)
     assert row["ci_low"] <= row["delta"] <= row["ci_high"] and 0 <= row["p_value"] <= row["p_adjusted"] <= 1
     assert row["wins"] + row["ties"] + row["losses"] == 80
-    assert set(two.runs) == set(two.systems) and list(two.runs["bm25"].columns) == ["query_id", "doc_id", "score", "rank"]
+    assert set(two.runs) == set(two.systems) and list(two.runs["bm25"].columns) == [
+        "query_id",
+        "doc_id",
+        "score",
+        "rank",
+    ]
     assert two.verdict.startswith("No system beats the baseline bm25 on nDCG@10")
     assert two.coverage is not None and set(two.coverage.judged) == set(two.systems)
     assert two.failed == {} and two.calibrated is None
@@ -82,9 +87,12 @@ def test_typed_tables(two: irflow.Evaluation) -> None:
 def test_in_memory_runs_equal_pytrec_eval(two: irflow.Evaluation) -> None:
     qrels = irflow.load_dataset("techdocs").qrels
     qrels_dict = {q: dict(zip(g["doc_id"], g["relevance"].astype(int))) for q, g in qrels.groupby("query_id")}
-    runs = {"as dict": as_dict(two.runs["bm25"]), "as frame": two.runs["bm25:k1=1.2,b=0.75"][["query_id", "doc_id", "score"]]}
+    runs = {
+        "as dict": as_dict(two.runs["bm25"]),
+        "as frame": two.runs["bm25:k1=1.2,b=0.75"][["query_id", "doc_id", "score"]],
+    }
     ev = irflow.evaluate(qrels=qrels_dict, systems=runs, metrics=METRICS)
-    assert list(ev.systems) == ["as dict", "as frame"] and ev.systems["as dict"] == "memory:\"as dict\""
+    assert list(ev.systems) == ["as dict", "as frame"] and ev.systems["as dict"] == 'memory:"as dict"'
     evaluator = pytrec_eval.RelevanceEvaluator(qrels_dict, set(PYTREC.values()) | {"recip_rank"})
     for label, run in runs.items():
         expected = evaluator.evaluate(run if isinstance(run, dict) else as_dict(run))

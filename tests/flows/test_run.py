@@ -111,10 +111,10 @@ def test_run_writes_results_that_trec_eval_confirms(
     assert "techdocs" in report and "`bm25`" in report
 
     # The library computes the same numbers in this process, without Prefect, and reads the folder back.
-    import irflow
+    from irflow import Evaluation, evaluate
 
-    library = irflow.evaluate("techdocs", ["bm25", "dense:minilm"], metrics=list(names))
-    stored = irflow.Evaluation.load(out)
+    library = evaluate("techdocs", ["bm25", "dense:minilm"], metrics=list(names))
+    stored = Evaluation.load(out)
     for system, label in zip(systems, library.systems):
         for metric in names:
             assert library.means.loc[label, metric] == pytest.approx(document["systems"][system][metric], abs=1e-12)

@@ -134,7 +134,13 @@ def _days(table: pd.DataFrame, path: Path) -> pd.Series:
 def read_ab_log(path: str | Path, unit: str = "user_id") -> AbLog:
     """Read and check an A/B log (see the module docstring); every unit must be in exactly one arm."""
     path = regular_file(path, "an A/B test log (CSV, TSV, JSONL or Parquet)")
-    table = read_log_table(path, "A/B test log")
+    return check_ab_log(read_log_table(path, "A/B test log"), unit, path)
+
+
+def check_ab_log(table: pd.DataFrame, unit: str = "user_id", path: str | Path = "log") -> AbLog:
+    """Check an A/B log already read as a table (the columns of the file, see the module docstring);
+    errors name ``path`` (a file, or the argument that held the table)."""
+    path = Path(path)
     needed = [unit, "arm", "query", "clicked"]
     missing = [c for c in needed if c not in table.columns]
     if missing:
@@ -199,4 +205,4 @@ def read_ab_log(path: str | Path, unit: str = "user_id") -> AbLog:
     return AbLog(str(path), unit, arms, rows, frozenset(has))
 
 
-__all__ = ["COUNTS", "SAT_DWELL_S", "AbLog", "read_ab_log"]
+__all__ = ["COUNTS", "SAT_DWELL_S", "AbLog", "check_ab_log", "read_ab_log"]
