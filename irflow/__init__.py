@@ -20,27 +20,43 @@ from irflow.tasks.core.config import irflow_version
 
 if TYPE_CHECKING:
     from irflow.api import (  # noqa: F401 (the names __getattr__ gives)
+        ABTest,
         Coverage,
         Dataset,
         Evaluation,
         InputError,
+        Interleaving,
+        Power,
+        RagEvaluation,
         SystemsFailed,
         Tracking,
+        abtest,
         evaluate,
+        evaluate_rag,
+        interleave,
         load_dataset,
+        power,
     )
 
 __version__ = irflow_version()
 
 _API = {
+    "ABTest": "irflow.api.online",
     "Coverage": "irflow.api.evaluation",
     "Dataset": "irflow.tasks.core.schema",
     "Evaluation": "irflow.api.evaluation",
     "InputError": "irflow.tasks.core.schema",
+    "Interleaving": "irflow.api.online",
+    "Power": "irflow.api.online",
+    "RagEvaluation": "irflow.api.rag",
     "SystemsFailed": "irflow.api.pipeline",
     "Tracking": "irflow.api.evaluation",
+    "abtest": "irflow.api.online",
     "evaluate": "irflow.api.evaluate",
+    "evaluate_rag": "irflow.api.rag",
+    "interleave": "irflow.api.online",
     "load_dataset": "irflow.api.evaluate",
+    "power": "irflow.api.online",
 }
 
 __all__ = ["__version__", *sorted(_API)]

@@ -10,30 +10,42 @@ Public API::
 
 Modules: ``request`` (the arguments, checked once: :func:`make_request`), ``pipeline`` (the stages composed
 once, run in-process or as Prefect tasks), ``evaluation`` (:class:`Evaluation`: the typed result, its result
-folder), ``evaluate`` (:func:`evaluate`, :func:`load_dataset`).
+folder), ``evaluate`` (:func:`evaluate`, :func:`load_dataset`), ``rag`` (:func:`evaluate_rag`), ``online``
+(:func:`abtest`, :func:`interleave`, :func:`power`).
 """
 
 from __future__ import annotations
 
 from irflow.api.evaluate import evaluate, load_dataset, track_evaluation
 from irflow.api.evaluation import Coverage, Evaluation, Tracking
+from irflow.api.online import ABTest, Interleaving, Power, SampleRatio, abtest, interleave, power
 from irflow.api.pipeline import Stages, SystemsFailed, run_evaluation
+from irflow.api.rag import RagEvaluation, evaluate_rag
 from irflow.api.request import EvaluationRequest, SystemEntry, make_request
 from irflow.tasks.core.schema import Dataset, InputError
 
 __all__ = [
+    "ABTest",
     "Coverage",
     "Dataset",
     "Evaluation",
     "EvaluationRequest",
     "InputError",
+    "Interleaving",
+    "Power",
+    "RagEvaluation",
+    "SampleRatio",
     "Stages",
     "SystemEntry",
     "SystemsFailed",
     "Tracking",
+    "abtest",
     "evaluate",
+    "evaluate_rag",
+    "interleave",
     "load_dataset",
     "make_request",
+    "power",
     "run_evaluation",
     "track_evaluation",
 ]

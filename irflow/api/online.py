@@ -194,7 +194,7 @@ class ABTest(FrameEquality):
             f"[{m['ci_low']:+.4f}, {m['ci_high']:+.4f}], p = {_p(m['p_value'])}"
         )
         if m["p_value"] < 0.05 and m["difference"] != 0:
-            winner = f"The treatment {self.treatment}" if m["difference"] > 0 else f"The control {self.control}"
+            winner = f"{self.treatment} (treatment)" if m["difference"] > 0 else f"{self.control} (control)"
             said = f"{winner} wins on {PRIMARY} ({figures})"
         else:
             said = f"Neither arm ({self.control}, {self.treatment}) wins on {PRIMARY} at α = 0.05 ({figures})"

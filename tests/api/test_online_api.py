@@ -87,7 +87,7 @@ def test_abtest_of_a_dataframe_equals_that_of_its_file_and_round_trips(tmp_path:
         "ci_high",
         "p_value",
     ]
-    assert from_frame.verdict.startswith("The treatment new wins on ctr") and "as planned" in from_frame.verdict
+    assert from_frame.verdict.startswith("new (treatment) wins on ctr") and "as planned" in from_frame.verdict
     saved = from_frame.save(tmp_path / "out")
     assert sorted(p.name for p in saved.iterdir()) == ["metrics.json", "report.html", "report.md"]
     assert ABTest.load(saved) == from_frame
