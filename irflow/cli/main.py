@@ -63,6 +63,13 @@ def _prefect_api() -> Any:
     return prefect_api()
 
 
+def _owned_flow_runs() -> Any:
+    """Flow runs left RUNNING by a killed irflow marked CRASHED, and this command's tagged with its process."""
+    from irflow.flows.stages import owned_flow_runs
+
+    return owned_flow_runs()
+
+
 def main(argv: list[str] | None = None) -> int:
     import contextlib
 
@@ -73,11 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     from irflow.tasks.core.redact import redact
     from irflow.tasks.core.schema import IrflowError
 
+    flows = getattr(args, "runs_flow", False) and not getattr(args, "dry_run", False)
     try:
         with (
-            _prefect_api()
-            if getattr(args, "runs_flow", False) and not getattr(args, "dry_run", False)
-            else contextlib.nullcontext()
+            _prefect_api() if flows else contextlib.nullcontext(),
+            _owned_flow_runs() if flows else contextlib.nullcontext(),
         ):
             return int(args.func(args) or 0)
     except IrflowError as err:

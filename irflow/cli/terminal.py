@@ -10,6 +10,7 @@ failed task's own report of its failure (irflow names the failure), go to the lo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -96,6 +97,29 @@ def _run_failure(record: logging.LogRecord) -> bool:
     return record.levelno >= logging.ERROR or message.startswith("Finished in state Failed")
 
 
+class LogFileHandler(logging.FileHandler):
+    """The log file's handler: a write that fails (a full disk: ENOSPC when irflow.log flushes; a file
+    gone read-only) is said once, on one line, and the file is left alone from then on; never the logging
+    module's ``--- Logging error ---`` traceback, once per record, before the run's own named error."""
+
+    broken = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.broken:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if self.broken:
+            return
+        self.broken = True
+        error = sys.exc_info()[1]
+        reason = getattr(error, "strerror", None) or (type(error).__name__ if error else "an error")
+        with contextlib.suppress(Exception):
+            self.close()
+        with contextlib.suppress(Exception):
+            print(f"irflow: warning: cannot write the log file {self.baseFilename}: {reason}", file=sys.stderr)
+
+
 def configure_logging(verbose: bool) -> None:
     """One handler on stderr in one format (:class:`LogFormatter`) for every logger; quiet by default
     (see the module's docstring), everything at INFO and irflow at DEBUG with ``verbose``."""
@@ -113,7 +137,7 @@ def configure_logging(verbose: bool) -> None:
     handlers: list[logging.Handler] = [handler]
     try:
         log.parent.mkdir(parents=True, exist_ok=True)
-        kept = logging.FileHandler(log, encoding="utf-8", delay=True)  # created at the first warning
+        kept = LogFileHandler(log, encoding="utf-8", delay=True)  # created at the first warning
         kept.setLevel(logging.WARNING)
         kept.setFormatter(LogFormatter("%(asctime)s " + fmt))
         handlers.append(kept)
@@ -188,7 +212,15 @@ def print_outcome(output: str | os.PathLike[str], verdict: str | None) -> None:
     print(f"\nresults: {output}/\n  {RESULT_FILES}")
 
 
-__all__ = ["LogFormatter", "QuietFilter", "configure_logging", "failures_text", "metrics_table", "print_outcome"]
+__all__ = [
+    "LogFileHandler",
+    "LogFormatter",
+    "QuietFilter",
+    "configure_logging",
+    "failures_text",
+    "metrics_table",
+    "print_outcome",
+]
 
 
 def print_dataset_info(manifest: Manifest) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -18,12 +19,14 @@ from prefect.context import FlowRunContext
 from prefect.futures import wait
 
 from irflow.api.evaluation import Evaluation
+from irflow.tasks.core.atomic import process_gone, this_process
 from irflow.tasks.core.schema import Dataset, IrflowError, UnknownNameError
 from irflow.tasks.core.stop import stop_requested
 from irflow.tasks.embed import sharding
 from irflow.tasks.tracking import log as tracking
 
 TASK_RUNNERS = ("default", "dask")
+log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,6 +182,63 @@ def track_task(output: str, evaluation: Evaluation, options: tracking.TrackingOp
 
 
 # ---------------------------------------------------------------------------------------------
+# flow runs left RUNNING by a process that is gone
+
+OWNER_TAG = "irflow.{}:{}"  # a flow run's tags name the process running it: irflow.host:H, irflow.pid:N, ...
+
+
+def owner_tags() -> list[str]:
+    """This process as flow-run tags (:func:`irflow.tasks.core.atomic.this_process`)."""
+    return [OWNER_TAG.format(k, v) for k, v in this_process().items()]
+
+
+def end_crashed_flow_runs() -> list[str]:
+    """Mark CRASHED the flow runs left RUNNING by an irflow process of this host that no longer exists (a
+    SIGKILL, the OOM killer: nothing ended them); returns their ids. Runs without irflow's owner tags,
+    of other hosts or of living processes are left alone; an API that cannot be asked is logged, not raised."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+        FlowRunFilterTags,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.states import Crashed
+
+    host = this_process()["host"]
+    running = FlowRunFilter(
+        state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING])),
+        tags=FlowRunFilterTags(all_=[OWNER_TAG.format("host", host)]),
+    )
+    ended: list[str] = []
+    try:
+        with get_client(sync_client=True) as client:
+            for run in client.read_flow_runs(flow_run_filter=running, limit=200):
+                owner = dict(t.removeprefix("irflow.").split(":", 1) for t in run.tags if t.startswith("irflow."))
+                if process_gone(owner.get("host"), owner.get("pid"), owner.get("started")):
+                    message = f"irflow process {owner.get('pid')} on {host} ended without ending this flow run"
+                    client.set_flow_run_state(run.id, Crashed(message=message), force=True)
+                    ended.append(str(run.id))
+    except Exception as exc:
+        log.warning("could not end flow runs left RUNNING: %s: %s", type(exc).__name__, exc)
+    if ended:
+        log.info("marked CRASHED %d flow run(s) left RUNNING by a process that is gone", len(ended))
+    return ended
+
+
+@contextlib.contextmanager
+def owned_flow_runs() -> Iterator[None]:
+    """The block's flow runs carry this process's owner tags (:func:`owner_tags`), after the flow runs left
+    RUNNING by gone processes were marked CRASHED (:func:`end_crashed_flow_runs`)."""
+    from prefect import tags
+
+    end_crashed_flow_runs()
+    with tags(*owner_tags()):
+        yield
+
+
+# ---------------------------------------------------------------------------------------------
 # task runners
 
 
@@ -238,8 +298,11 @@ __all__ = [
     "TASK_RUNNERS",
     "embed_stage",
     "embed_task",
+    "end_crashed_flow_runs",
     "link_to_mlflow",
     "make_task_runner",
+    "owned_flow_runs",
+    "owner_tags",
     "parallel_workers",
     "prefect_tags",
     "task_runner_scope",

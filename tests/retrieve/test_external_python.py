@@ -22,6 +22,8 @@ from test_external_runs import MEASURES, pytrec_per_query
 
 from irflow.tasks.core.schema import Dataset, InputError, UnknownNameError
 from irflow.tasks.metrics import evaluate
+from irflow.tasks.retrieve.plugin_process import PluginProcess
+from irflow.tasks.retrieve.python_system import ISOLATION
 from irflow.tasks.retrieve.searchers import measure_latency, retrieve
 from irflow.tasks.systems.external import PluginSpec
 from irflow.tasks.systems.specs import parse_system
@@ -78,7 +80,13 @@ def techdocs(tmp_path_factory: pytest.TempPathFactory) -> Dataset:
         return load_dataset("techdocs")
 
 
-def test_a_python_retriever_gives_the_metrics_of_its_run(techdocs: Dataset) -> None:
+@pytest.fixture
+def inline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plugins in this process (``IRFLOW_PLUGIN_ISOLATION=inline``): their calls are seen here."""
+    monkeypatch.setenv(ISOLATION, "inline")
+
+
+def test_a_python_retriever_gives_the_metrics_of_its_run(techdocs: Dataset, inline: None) -> None:
     direct = Bm25s(k1=0.8, b=0.3)
     direct.index(techdocs.corpus)
     queries = [{"query_id": q, "text": t} for q, t in zip(techdocs.queries["query_id"], techdocs.queries["text"])]
@@ -104,7 +112,27 @@ def test_a_python_retriever_gives_the_metrics_of_its_run(techdocs: Dataset) -> N
     assert latency.index_build_seconds == result.info["index_build_seconds"]  # prepared once per process
 
 
-def test_options_reach_the_callable_typed(techdocs: Dataset) -> None:
+def test_in_a_child_process_the_run_and_latency_are_the_same(techdocs: Dataset) -> None:
+    """The default: the retriever runs in a child process (one for retrieval and latency), with the same run."""
+    from irflow.tasks.retrieve import python_system
+
+    spec = f"python(k1=0.9,b=0.4):{HERE}:Bm25s"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(ISOLATION, "inline")
+        here = retrieve(techdocs, spec, depth=100)
+    Bm25s.calls.clear()
+    there = retrieve(techdocs, spec, depth=100)
+    assert Bm25s.calls == []  # not called in this process
+    pd.testing.assert_frame_equal(here.run, there.run)
+    assert there.info["plugin_class"] == f"{HERE}.Bm25s" and there.info["index_build_seconds"] > 0
+    latency = measure_latency(techdocs, spec, warmup=1, num_runs=2, sample=5)
+    assert 0 < latency.p50_ms <= latency.p99_ms < 1000
+    assert latency.index_build_seconds == there.info["index_build_seconds"]  # indexed once, in the child
+    children = {id(p) for p, _ in python_system._PREPARED.values() if isinstance(p, PluginProcess)}
+    assert len(children) == 1  # one child served retrieval and latency
+
+
+def test_options_reach_the_callable_typed(techdocs: Dataset, inline: None) -> None:
     spec = parse_system(f'python(label="two words",lowercase=false,k1=2,b=0.50):{HERE}:Bm25s')
     assert isinstance(spec, PluginSpec) and spec.kwargs == {"b": 0.5, "k1": 2, "label": "two words", "lowercase": False}
     assert str(spec) == f'python(b=0.5,k1=2,label="two words",lowercase=false):{HERE}:Bm25s'

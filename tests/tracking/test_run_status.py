@@ -4,6 +4,7 @@ ends them KILLED (``tasks.tracking.store.ending_runs``)."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import sqlite3
@@ -66,6 +67,53 @@ def test_a_full_disk_while_logging_ends_the_runs_failed_and_keeps_the_results(
     assert (out / "metrics.json").is_file() and (out / "report.md").is_file()
     statuses = _statuses(db)
     assert statuses and set(statuses.values()) == {"FAILED"}, statuses
+    document = json.loads((out / "metrics.json").read_text())  # no claim of runs, and no silence either
+    assert "mlflow" not in document and document["tracking"]["status"] == "failed", document.get("tracking")
+    assert "No space left on device" in document["tracking"]["error"]
+
+
+OPENS_A_RUN = """
+import os, signal, sys, time
+from irflow.tasks.tracking.store import Tracker
+
+tracker = Tracker("orphans", sys.argv[1])
+parent = tracker.start("parent-" + sys.argv[2], "evaluation")
+tracker.start("child-" + sys.argv[2], "system", parent=parent)
+print("started", flush=True)
+if sys.argv[2] == "killed":
+    os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer or `kill -9` ends irflow: nothing runs after
+time.sleep(120)
+"""
+
+
+def test_runs_left_running_by_a_killed_process_end_killed_when_the_store_is_next_opened(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    script = tmp_path / "opens_a_run.py"
+    script.write_text(OPENS_A_RUN)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    alive = subprocess.Popen([sys.executable, str(script), uri, "alive"], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert alive.stdout is not None and alive.stdout.readline().strip() == "started"
+        killed = subprocess.run([sys.executable, str(script), uri, "killed"], env=env, capture_output=True, timeout=120)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+        assert set(_statuses(tmp_path / "mlflow.db").values()) == {"RUNNING"}
+
+        from irflow.tasks.tracking import store
+
+        store._SETTLED.discard(uri)  # as a new process: it has not looked at this store yet
+        Tracker("another", uri)  # the next irflow touching the store
+        assert _statuses(tmp_path / "mlflow.db") == {
+            "parent-killed": "KILLED",
+            "child-killed": "KILLED",
+            "parent-alive": "RUNNING",  # its process still runs: its runs are its own to end
+            "child-alive": "RUNNING",
+        }
+        with sqlite3.connect(tmp_path / "mlflow.db") as con:
+            tags = dict(con.execute("select key, value from tags where key like 'irflow.%'").fetchall())
+        assert tags["irflow.host"] and tags["irflow.pid"].isdigit() and "was gone" in tags["irflow.ended_by"]
+    finally:
+        alive.kill()
+        alive.wait()
 
 
 SLOW_STORE = """

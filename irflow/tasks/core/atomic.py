@@ -130,6 +130,39 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _start_ticks(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, /proc's field 22; None where unknown)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def this_process() -> dict[str, str]:
+    """Who this process is, for a record a later process may find left open: ``host``, ``pid`` and, where
+    known, ``started`` (so a pid reused by another process does not pass for this one)."""
+    owner = {"host": _host(), "pid": str(os.getpid())}
+    started = _start_ticks(os.getpid())
+    if started is not None:
+        owner["started"] = started
+    return owner
+
+
+def process_gone(host: str | None, pid: str | int | None, started: str | None = None) -> bool:
+    """True only when the process named by :func:`this_process`'s fields is known to be gone: it ran on
+    this host and no process has its pid (or one has it but started at another time). Another host, a
+    missing pid or this very process: False (nothing can be known, or it is alive)."""
+    try:
+        number = int(str(pid))
+    except ValueError:
+        return False
+    if host != _host() or number == os.getpid() or number <= 0:
+        return False
+    if not _pid_alive(number):
+        return True
+    return started is not None and _start_ticks(number) not in (None, started)
+
+
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)

@@ -197,6 +197,7 @@ class MetricsDocument(TypedDict, total=False):
     depth: int
     irflow_version: str
     mlflow: MlflowRef
+    tracking: dict[str, Any]  # tracking that began and did not finish: status unfinished | stopped | failed
     failed: dict[str, str]
     coverage: Coverage
     calibrated: dict[str, dict[str, dict[str, Any]]]  # with --human: spec -> metric -> PPI++ estimate, ci, ...

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 EXIT_GRACE_S = 4.0
 """Seconds a stopped command may take to unwind before it exits without waiting for its threads."""
@@ -55,8 +57,38 @@ def _force_exit(grace: float, code: int) -> None:
 
 
 def exit_on_stop(grace_s: float = EXIT_GRACE_S) -> None:
-    """Make this process end at most ``grace_s`` seconds after a stop (the command's choice, not a library's)."""
+    """Make this process end at most ``grace_s`` seconds after a stop (the command's choice, not a library's),
+    and let no stop be lost where Python cannot raise it (:func:`_signal_in_a_finaliser`)."""
     _EXIT["grace"] = grace_s
+    if sys.unraisablehook is not _signal_in_a_finaliser:
+        _HOOKS["unraisable"] = sys.unraisablehook
+        sys.unraisablehook = _signal_in_a_finaliser
+
+
+_HOOKS: dict[str, Callable[[Any], Any]] = {}
+
+
+def _signal_in_a_finaliser(unraisable: Any) -> None:
+    """A signal's exception (SIGTERM's ``Terminated`` or Prefect's ``TerminationSignal``, Ctrl-C's
+    ``KeyboardInterrupt``) raised while Python ran a finaliser or a callback (``__del__``, a weakref or
+    garbage-collector callback: the report stage's plotting runs many) cannot propagate: Python prints it as
+    "Exception ignored in ..." with a traceback and goes on, and the stop would be lost (the run went on for
+    half a minute). Here the stop is kept instead, quietly: every thread sees it, the forced exit is armed,
+    and the signal is delivered again to the main thread, where it unwinds the command at the next step."""
+    exc = unraisable.exc_value
+    if not isinstance(exc, BaseException) or isinstance(exc, (Exception, SystemExit, GeneratorExit)):
+        _HOOKS.get("unraisable", sys.__unraisablehook__)(unraisable)
+        return
+    interrupted = isinstance(exc, KeyboardInterrupt) and not isinstance(exc, Terminated)
+    _request_stop(130 if interrupted else 143)
+    import _thread
+
+    def again() -> None:  # from another thread: the main thread takes it at its next step, out of the finaliser
+        time.sleep(0.05)
+        with contextlib.suppress(Exception):
+            _thread.interrupt_main(signal.SIGINT if interrupted else signal.SIGTERM)
+
+    threading.Thread(target=again, name="irflow-signal-again", daemon=True).start()
 
 
 def at_forced_exit(callback: Callable[[], None]) -> None:

@@ -25,11 +25,12 @@ data in ``tracking_params``; reading runs back in ``tracking_read``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,9 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from irflow.tasks.core.atomic import write_json
 from irflow.tasks.core.schema import IrflowError, MetricsDocument, RetrievalInfo
+from irflow.tasks.core.stop import stop_requested
 from irflow.tasks.systems.specs import as_spec, walk
 from irflow.tasks.tracking.check import check_tracking
 from irflow.tasks.tracking.params import (
@@ -66,6 +69,7 @@ from irflow.tasks.tracking.view import save_headline_view, view_url
 
 RESULT_FILES = ("metrics.json", "per_query.parquet", "significance.csv", "report.md", "report.html")
 RESULT_DIRS = ("runs", "plots")
+EDITED_FILES = ("metrics.json", "report.md")  # uploaded as edited for MLflow (report.md's links; no tracking state)
 
 
 class TrackingOptions(BaseModel):
@@ -118,6 +122,7 @@ def log_evaluation(
     """
     output = Path(output)
     document: MetricsDocument = json.loads((output / "metrics.json").read_text(encoding="utf-8"))
+    document.pop(TRACKING, None)  # type: ignore[misc]  # an earlier attempt's state: this one says its own
     per_query = pd.read_parquet(output / "per_query.parquet")
     significance = output / "significance.csv"
     comparisons = pd.read_csv(significance) if significance.is_file() else pd.DataFrame()
@@ -127,7 +132,10 @@ def log_evaluation(
     base = {**dataset_params(dataset), **common_params(seeds), "depth": document.get("depth")}
     tags = {"irflow.dataset": dataset["name"], **(tags or {})}
 
-    with ending_runs():  # an error or SIGTERM while logging ends the runs FAILED or KILLED, never RUNNING
+    with (
+        tracking_state(output, document, tracker),  # metrics.json says tracking is unfinished until it is done
+        ending_runs(),  # an error or SIGTERM while logging ends the runs FAILED or KILLED, never RUNNING
+    ):
         name = run_name or f"{dataset['name']} ({dataset['split']})"
         run_id = tracker.start(name, "evaluation", parent=parent, tags=tags, start_time=start_time)
         encoded = sum(texts_encoded(i) for i in infos.values())
@@ -151,12 +159,13 @@ def log_evaluation(
         tracker.log(run_id, **headline(document, labels))
         if document.get("measures"):
             save_headline_view(tracker, metric_key(document["measures"][0]))
-        tracker.log_files(run_id, output, [f for f in RESULT_FILES if f != "report.md"], RESULT_DIRS)
-        if (output / "report.md").is_file():
-            with tempfile.TemporaryDirectory(prefix="irflow-report-") as tmp:
+        tracker.log_files(run_id, output, [f for f in RESULT_FILES if f not in EDITED_FILES], RESULT_DIRS)
+        with tempfile.TemporaryDirectory(prefix="irflow-report-") as tmp:
+            write_json(Path(tmp) / "metrics.json", document)  # as the report wrote it, without the tracking state
+            if (output / "report.md").is_file():
                 text = (output / "report.md").read_text(encoding="utf-8")
                 (Path(tmp) / "report.md").write_text(artifact_links(text, run_id), encoding="utf-8")
-                tracker.log_files(run_id, tmp, ["report.md"])
+            tracker.log_files(run_id, tmp, EDITED_FILES)
         log_dataset_input(tracker, run_id, dataset)
 
         children: dict[str, str] = {}
@@ -207,6 +216,32 @@ def log_evaluation(
                 children[label] = child
         tracker.end(run_id, failed=bool(failed))
     return LoggedEvaluation(run_id, children, tracker.run_url(run_id), view_url(tracker))
+
+
+TRACKING = "tracking"
+"""metrics.json's key for tracking that began and did not finish: ``{"status": "unfinished" | "failed" |
+"stopped", "experiment", "store", "error"?}``. A folder whose tracking finished has ``mlflow`` instead (the
+runs), one never tracked has neither: no folder claims runs that were not finished."""
+
+
+@contextlib.contextmanager
+def tracking_state(output: Path, document: Mapping[str, Any], tracker: Tracker) -> Iterator[None]:
+    """While the block logs the folder ``output``, its metrics.json says so (``tracking``: ``unfinished``):
+    a process killed meanwhile (SIGKILL) leaves that, not a folder that reads as never tracked. An error
+    leaves ``failed`` and its reason, a stop ``stopped``; once the block is done, metrics.json is the
+    report's ``document`` again (the caller adds ``mlflow``, naming the runs)."""
+    where = {"experiment": tracker.experiment, "store": redact(tracker.uri)}
+    target = output / "metrics.json"
+    write_json(target, {**document, TRACKING: {"status": "unfinished", **where}})
+    try:
+        yield
+    except BaseException as exc:
+        failed = isinstance(exc, Exception) and not stop_requested()
+        state = {"status": "failed", "error": redact(f"{type(exc).__name__}: {exc}")[:2000]} if failed else {}
+        with contextlib.suppress(OSError):  # the disk that failed the logging may fail this too
+            write_json(target, {**document, TRACKING: {"status": "stopped", **state, **where}})
+        raise
+    write_json(target, dict(document))
 
 
 def calibrated_metrics(blocks: Mapping[str, Any]) -> dict[str, float]:
@@ -291,6 +326,7 @@ __all__ = [
     "system_metrics",
     "system_params",
     "texts_encoded",
+    "tracking_state",
     "tracking_uri",
     "view_url",
 ]

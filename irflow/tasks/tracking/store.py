@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from irflow.tasks.core.atomic import file_lock
+from irflow.tasks.core.atomic import file_lock, process_gone, this_process
 from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import IrflowError
 from irflow.tasks.core.stop import at_forced_exit, stop_requested
@@ -35,6 +35,8 @@ DEFAULT_EXPERIMENT = "irflow"
 DEFAULT_DB = Path("mlruns") / "mlflow.db"  # in the working directory, as MLflow itself defaults
 KIND = "irflow.kind"  # tag: suite | nightly | evaluation | system
 PARENT = "mlflow.parentRunId"
+OWNER_TAGS = {"host": "irflow.host", "pid": "irflow.pid", "started": "irflow.process_start"}
+"""Tags naming the process that started a run: a run left RUNNING by a process that is gone is ended KILLED."""
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +128,9 @@ class Tracker:
         self.experiment = experiment
         self.client = _client(self.uri)
         self._experiment_id: str | None = None
+        if self.uri not in _SETTLED:
+            _SETTLED.add(self.uri)
+            end_orphaned_runs(self)
 
     @property
     def experiment_id(self) -> str:
@@ -164,7 +169,8 @@ class Tracker:
         start_time: int | None = None,
     ) -> str:
         """Create a run (status RUNNING, begun at ``start_time`` ms since the epoch, default now); return its id."""
-        all_tags = {KIND: kind, **{k: str(v) for k, v in (tags or {}).items() if v is not None}}
+        owner = {OWNER_TAGS[k]: v for k, v in this_process().items()}
+        all_tags = {KIND: kind, **owner, **{k: str(v) for k, v in (tags or {}).items() if v is not None}}
         if parent:
             all_tags[PARENT] = parent
         run = self.client.create_run(self.experiment_id, start_time=start_time, tags=all_tags, run_name=name)
@@ -251,6 +257,44 @@ class Tracker:
         return f"{bare.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{run_id}?{WORKFLOW}"
 
 
+_SETTLED: set[str] = set()
+"""Stores this process has already cleared of runs left RUNNING by processes that are gone."""
+
+
+def end_orphaned_runs(tracker: Tracker) -> list[str]:
+    """End KILLED the runs of the store left RUNNING by an irflow process of this host that no longer
+    exists (killed with SIGKILL, out of memory, a power cut: nothing ended them); returns their ids.
+    Runs of other hosts, of living processes and without irflow's owner tags are left alone. Never
+    fails the caller: a store that cannot be searched is logged and left as it is."""
+    from mlflow.entities import ViewType
+
+    ended: list[str] = []
+    try:
+        host = this_process()["host"]
+        experiments = [e.experiment_id for e in tracker.client.search_experiments(view_type=ViewType.ALL)]
+        found = (
+            tracker.client.search_runs(
+                experiments,
+                f"attributes.status = 'RUNNING' and tags.`{OWNER_TAGS['host']}` = '{host}'",
+                run_view_type=ViewType.ALL,
+                max_results=1000,
+            )
+            if experiments
+            else []
+        )
+        for run in found:
+            owner = {k: run.data.tags.get(tag) for k, tag in OWNER_TAGS.items()}
+            if process_gone(owner["host"], owner["pid"], owner["started"]):
+                tracker.client.set_tag(run.info.run_id, "irflow.ended_by", f"irflow: process {owner['pid']} was gone")
+                tracker.client.set_terminated(run.info.run_id, "KILLED")
+                ended.append(str(run.info.run_id))
+    except Exception as err:
+        log.warning("could not end MLflow runs left RUNNING in %s: %s", redact(tracker.uri), error_text(err))
+    if ended:
+        log.info("ended KILLED %d MLflow run(s) left RUNNING by a process that is gone", len(ended))
+    return ended
+
+
 _OPEN: dict[str, Tracker] = {}
 """Runs this process started and has not ended (run id -> its tracker), oldest first."""
 
@@ -296,10 +340,12 @@ __all__ = [
     "EXPERIMENT_KIND_TAG",
     "KIND",
     "PARENT",
+    "OWNER_TAGS",
     "Tracker",
     "TrackingError",
     "artifact_root",
     "client_uri",
+    "end_orphaned_runs",
     "ending_runs",
     "error_text",
     "redact",

@@ -1,0 +1,81 @@
+"""A crashing plugin loses nothing: a ``python:`` retriever that calls ``os._exit``, segfaults or raises
+``KeyboardInterrupt`` runs in a child process (``tasks.retrieve.plugin_process``), so its crash is its
+system's named failure while bm25's finished result is written, tracked and the flow run ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import textwrap
+from pathlib import Path
+
+import pytest
+from _cli import irflow_process
+
+pytestmark = pytest.mark.e2e
+
+PLUGIN = """
+    import ctypes
+    import os
+
+
+    class Crashes:
+        def __init__(self, how):
+            self.how = how
+
+        def search(self, queries, k):
+            if self.how == "exit":
+                os._exit(3)
+            if self.how == "segfault":
+                ctypes.string_at(0)
+            raise KeyboardInterrupt
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "named"),
+    [
+        ("exit", "crashed in search(): exit code 3"),
+        ("segfault", "crashed in search(): killed by SIGSEGV"),
+        ("interrupt", "search() raised KeyboardInterrupt"),
+    ],
+)
+def test_a_crashing_plugin_is_its_systems_named_failure(tmp_path: Path, how: str, named: str) -> None:
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "crashing_plugin.py").write_text(textwrap.dedent(PLUGIN))
+    db, out = tmp_path / "mlflow.db", tmp_path / "out"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path / "plugins"), os.environ.get("PYTHONPATH", "")]),
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{db}",
+    }
+    plugin = f"python(how={how}):crashing_plugin:Crashes"
+    done = irflow_process(
+        *("run", "--system", "bm25", "--system", plugin, "--metric", "nDCG@10", "--latency-runs", "1"),
+        *("--output", str(out)),
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    listed = " ".join(done.stdout.split())  # a long failure is wrapped
+    assert f"failed: {plugin}: PluginCrashed: system {plugin!r} {named}" in listed or (
+        f"failed: {plugin}: PluginCrashed: system {plugin!r}: {named}" in listed
+    ), done.stdout
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    document = json.loads((out / "metrics.json").read_text())
+    assert list(document["systems"]) == ["bm25"] and document["systems"]["bm25"]["nDCG@10"] > 0.3
+    assert named in document["failed"][plugin]
+    assert document["mlflow"]["run_id"] and (out / "report.md").is_file() and (out / "runs" / "bm25.trec").is_file()
+
+    with sqlite3.connect(db) as con:
+        statuses = dict(con.execute("select name, status from runs").fetchall())
+    assert statuses.get("bm25") == "FINISHED" and statuses.get(plugin) == "FAILED", statuses
+    assert "RUNNING" not in statuses.values(), statuses
+
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        state = client.read_flow_run(document["run"]["prefect_flow_run_id"]).state
+    assert state is not None and state.is_final() and state.is_failed(), state
