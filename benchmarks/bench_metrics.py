@@ -132,7 +132,7 @@ def main() -> int:
         t_ev.append(t)
 
     # agreement on the measures both compute (pytrec_eval omits no query here: all are in the run)
-    wide = per_query.pivot(index="query_id", columns="measure", values="value")
+    wide = per_query.pivot(index="query_id", columns="metric", values="value")
     max_diff = 0.0
     for fam, te in PYTREC.items():
         for k in CUTOFFS:

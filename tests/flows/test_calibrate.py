@@ -35,8 +35,8 @@ def test_run_with_human_labels_writes_calibrated_means(tmp_path: Path, monkeypat
     stored = json.loads((out / "metrics.json").read_text())
     assert stored["calibrated"] == document["calibrated"] and stored["calibration"]["human"] == "td-human"
     for metric in METRICS:
-        y = on_human[on_human["measure"] == metric].set_index("query_id")["value"]
-        yhat = on_judge[on_judge["measure"] == metric].set_index("query_id")["value"]
+        y = on_human[on_human["metric"] == metric].set_index("query_id")["value"]
+        yhat = on_judge[on_judge["metric"] == metric].set_index("query_id")["value"]
         expected = calibrated_mean(y, yhat[y.index], yhat.drop(y.index))
         block = stored["calibrated"]["bm25"][metric]
         assert block["estimate"] == pytest.approx(expected.estimate, abs=1e-9)

@@ -123,9 +123,9 @@ def assert_matches(
     run: pd.DataFrame, qrels: pd.DataFrame, measures: list[Measure], relevance_level: int = 1
 ) -> pd.DataFrame:
     per_query = evaluate(run, qrels, measures, relevance_level=relevance_level)
-    got = per_query.pivot(index="query_id", columns="measure", values="value")
+    got = per_query.pivot(index="query_id", columns="metric", values="value")
     want = reference(run, qrels, measures, relevance_level)
-    assert list(per_query.columns) == ["query_id", "measure", "value"]
+    assert list(per_query.columns) == ["query_id", "metric", "value"]
     assert per_query["value"].dtype == np.float64
     assert len(per_query) == len(want) * len(measures), "one row per judged query × measure"
     assert sorted(got.index) == sorted(want.index)
@@ -255,7 +255,7 @@ def test_edge_cases_relevance_level_2_match_pytrec_eval():
 
 
 def test_ties_are_broken_by_doc_id_descending():
-    got = evaluate(EDGE_RUN, EDGE_QRELS, ["RR", "P@1", "P@3"]).set_index(["query_id", "measure"])["value"]
+    got = evaluate(EDGE_RUN, EDGE_QRELS, ["RR", "P@1", "P@3"]).set_index(["query_id", "metric"])["value"]
     assert got[("ties", "RR")] == pytest.approx(1 / 3)  # c, b, a: the relevant 'a' is third
     assert got[("num", "RR")] == pytest.approx(1 / 2)  # "9" > "10" > "1": '10' second
     assert got[("num", "P@3")] == pytest.approx(2 / 3)
@@ -281,7 +281,7 @@ def test_missing_query_scores_zero_and_counts_in_mean():
     assert "unjudged-query" not in set(per_query["query_id"])
     judged = EDGE_QRELS["query_id"].nunique()
     m = mean(per_query)
-    assert m["RR"] == pytest.approx(per_query.loc[per_query["measure"] == "RR", "value"].sum() / judged)
+    assert m["RR"] == pytest.approx(per_query.loc[per_query["metric"] == "RR", "value"].sum() / judged)
     # pytrec_eval itself leaves the query out: its plain mean is over fewer queries
     run_d, qrels_d = to_dicts(EDGE_RUN, EDGE_QRELS)
     res = pytrec_eval.RelevanceEvaluator(qrels_d, {"recip_rank"}).evaluate(run_d)
@@ -297,7 +297,7 @@ def test_query_without_relevant_judgements_is_kept_with_zeros():
     assert "norel" in res and all(v == 0.0 for v in res["norel"].values())
     per_query = evaluate(EDGE_RUN, EDGE_QRELS, all_measures())
     norel = per_query[per_query["query_id"] == "norel"]
-    judged = norel["measure"].str.startswith("Judged")  # its documents are judged (grade 0): not a zero
+    judged = norel["metric"].str.startswith("Judged")  # its documents are judged (grade 0): not a zero
     assert len(norel) == len(all_measures()) and (norel.loc[~judged, "value"] == 0.0).all()
     assert (norel.loc[judged, "value"] > 0).all()
 
@@ -313,7 +313,7 @@ def test_cutoff_deeper_than_run():
     run = run_df([("q", "a", 3.0), ("q", "b", 2.0)])
     qrels = qrels_df([("q", "a", 1), ("q", "b", 1), ("q", "c", 1)])
     got = evaluate(run, qrels, ["P@10", "R@1000", "AP@100", "nDCG@100", "Success@50", "R_cap@100"])
-    v = dict(zip(got["measure"], got["value"]))
+    v = dict(zip(got["metric"], got["value"]))
     assert v["P@10"] == pytest.approx(2 / 10)  # divides by k, not by the run length
     assert v["R@1000"] == pytest.approx(2 / 3)
     assert v["AP@100"] == pytest.approx((1 + 1) / 3)
@@ -326,7 +326,7 @@ def test_graded_relevance_threshold_two():
     run = run_df([("q", "a", 5.0), ("q", "b", 4.0), ("q", "c", 3.0), ("q", "d", 2.0)])
     qrels = qrels_df([("q", "a", 1), ("q", "b", 2), ("q", "c", 0), ("q", "d", 3), ("q", "e", 2)])
     got = evaluate(run, qrels, ["P(rel=2)@4", "P@4", "RR(rel=2)", "R(rel=2)@4", "Rprec(rel=2)"])
-    v = dict(zip(got["measure"], got["value"]))
+    v = dict(zip(got["metric"], got["value"]))
     assert v["P(rel=2)@4"] == pytest.approx(2 / 4)
     assert v["P@4"] == pytest.approx(3 / 4)
     assert v["RR(rel=2)"] == pytest.approx(1 / 2)
@@ -608,7 +608,7 @@ def test_seed_example_exponential_gain():
     actual = [grades[d] for d in ranked]
     ideal = sorted(grades.values(), reverse=True)
     got = evaluate(run, qrels, ["nDCG(dcg='exp-log2')@3", "nDCG(dcg='exp-log2')@5", "nDCG@5"])
-    v = dict(zip(got["measure"], got["value"]))
+    v = dict(zip(got["metric"], got["value"]))
     for k in (3, 5):
         assert v[f"nDCG(dcg='exp-log2')@{k}"] == pytest.approx(_seed_dcg(actual, k) / _seed_dcg(ideal, k), abs=1e-12)
     # pinned: (1 + 7/log2 3 + 7/log2 5 + 7/log2 6) / (7 + 7/log2 3 + 7/log2 4 + 1/log2 5)

@@ -100,8 +100,8 @@ def test_techdocs_report_compares_bm25_with_dense(techdocs: tuple[Dataset, list[
 
     # disagreements name queries with their text and both top 5, with grades
     worst = (
-        evals[0].per_query.set_index(["query_id", "measure"])["value"].xs("nDCG@10", level="measure")
-        - evals[1].per_query.set_index(["query_id", "measure"])["value"].xs("nDCG@10", level="measure")
+        evals[0].per_query.set_index(["query_id", "metric"])["value"].xs("nDCG@10", level="metric")
+        - evals[1].per_query.set_index(["query_id", "metric"])["value"].xs("nDCG@10", level="metric")
     ).abs()
     top_query = worst.sort_values(ascending=False, kind="mergesort").index[0]
     text = dataset.queries.set_index("query_id").loc[top_query, "text"]

@@ -55,7 +55,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[Dataset, pd.DataFr
 
 def per_query(dataset: Dataset, run: pd.DataFrame) -> dict[tuple[str, str], float]:
     table = evaluate(run, dataset.qrels, MEASURES)
-    return {(m, q): v for m, q, v in table[["measure", "query_id", "value"]].itertuples(index=False)}
+    return {(m, q): v for m, q, v in table[["metric", "query_id", "value"]].itertuples(index=False)}
 
 
 def test_a_service_gives_the_metrics_of_the_run_it_serves(served, tmp_path: Path, monkeypatch, capsys) -> None:

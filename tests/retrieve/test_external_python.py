@@ -98,7 +98,7 @@ def test_a_python_retriever_gives_the_metrics_of_its_run(techdocs: Dataset, inli
     assert Bm25s.calls == [len(queries)]  # one batch, every query
     table = evaluate(result.run, techdocs.qrels, list(MEASURES))
     for metric in MEASURES:
-        got = dict(zip(*table[table["measure"] == metric][["query_id", "value"]].to_numpy().T))
+        got = dict(zip(*table[table["metric"] == metric][["query_id", "value"]].to_numpy().T))
         assert max(abs(got[q] - expected[metric][q]) for q in expected[metric]) < 1e-9, metric
     assert result.info["plugin_class"] == f"{HERE}.Bm25s" and len(result.info["plugin_source_sha256"]) == 64
     assert result.info["index_build_seconds"] > 0 and result.info["dropped_hits"] == 0

@@ -69,7 +69,7 @@ def pytrec_per_query(dataset: Dataset, run: dict[str, dict[str, float]]) -> dict
 
 def irflow_per_query(dataset: Dataset, system: str) -> dict[str, dict[str, float]]:
     table = evaluate(retrieve(dataset, system, depth=100).run, dataset.qrels, list(MEASURES))
-    return {m: dict(zip(g["query_id"], g["value"])) for m, g in table.groupby("measure")}
+    return {m: dict(zip(g["query_id"], g["value"])) for m, g in table.groupby("metric")}
 
 
 @pytest.fixture(scope="module")

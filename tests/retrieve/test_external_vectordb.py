@@ -57,7 +57,7 @@ def vector_service(fixture: Path, log: Path) -> Iterator[str]:
 
 def per_query(dataset: Dataset, run: pd.DataFrame) -> dict[tuple[str, str], float]:
     table = evaluate(run, dataset.qrels, MEASURES)
-    return {(m, q): v for m, q, v in table[["measure", "query_id", "value"]].itertuples(index=False)}
+    return {(m, q): v for m, q, v in table[["metric", "query_id", "value"]].itertuples(index=False)}
 
 
 @pytest.mark.e2e

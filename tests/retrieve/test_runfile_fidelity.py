@@ -95,7 +95,7 @@ def reference(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]
 def irflow_scores(dataset: Dataset, spec: str, depth: int | None = None) -> tuple[pd.DataFrame, dict]:
     result = retrieve(dataset, spec, depth)
     per_query = evaluate(result.run, dataset.qrels, parse_measures(MEASURES))
-    return per_query.pivot(index="query_id", columns="measure", values="value"), result.info
+    return per_query.pivot(index="query_id", columns="metric", values="value"), result.info
 
 
 def test_a_run_file_150_deep_with_missing_documents_scores_as_trec_eval_reads_it(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from irflow.tasks.core.schema import InputError
 from ._core import build_ranking
 from .measures import FAMILIES, Family, Measure, parse_measures
 
-COLUMNS = ("query_id", "measure", "value")
+COLUMNS = ("query_id", "metric", "value")
 MAX_EXP_GRADE = 1000  # 2^1000 gains summed over millions of documents still fit a double (max ~2^1024)
 
 
@@ -51,13 +51,13 @@ def evaluate(
     *,
     relevance_level: int = 1,
 ) -> pd.DataFrame:
-    """Per-query values, one row per judged query × measure.
+    """Per-query values, one row per judged query × metric.
 
     ``run``: ``query_id``, ``doc_id``, ``score`` (a ``rank`` column is ignored: the order is
     always score descending, then doc id descending, as trec_eval). ``qrels``: ``query_id``,
     ``doc_id``, ``relevance``. ``measures``: :class:`Measure` objects or canonical names.
     A document is relevant when its grade >= ``relevance_level`` (a measure's own ``rel``
-    overrides it). Returns columns ``query_id`` (str), ``measure`` (canonical name), ``value``
+    overrides it). Returns columns ``query_id`` (str), ``metric`` (canonical name), ``value``
     (float64), sorted by query id, measures in the order given.
 
     Raises :class:`tasks.core.schema.InputError` for a (query_id, doc_id) pair that appears twice in
@@ -95,7 +95,7 @@ def evaluate(
     return pd.DataFrame(
         {
             "query_id": pd.array(np.repeat(ranking.query_ids, nm), dtype="str"),
-            "measure": pd.array(np.tile(np.array([m.name for m in ms], dtype=object), nq), dtype="str"),
+            "metric": pd.array(np.tile(np.array([m.name for m in ms], dtype=object), nq), dtype="str"),
             "value": values.reshape(-1),
         }
     )
@@ -130,5 +130,5 @@ def mean(per_query: pd.DataFrame) -> dict[str, float]:
     """
     if len(per_query) == 0:
         return {}
-    means = per_query.groupby("measure", sort=False)["value"].mean()
+    means = per_query.groupby("metric", sort=False)["value"].mean()
     return {str(k): float(v) for k, v in means.items()}

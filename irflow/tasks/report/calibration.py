@@ -31,7 +31,7 @@ def calibration_block(
     queries = set(judge["query_id"])
     human_qrels = human_qrels[human_qrels["query_id"].isin(queries)]
     frames = [
-        evaluate(run, human_qrels, measures).rename(columns={"measure": "metric"}).assign(system=system)
+        evaluate(run, human_qrels, measures).assign(system=system)
         for system, run in runs.items()
     ]
     labelled = pd.concat(frames, ignore_index=True) if frames and len(human_qrels) else judge.iloc[:0]

@@ -57,7 +57,7 @@ class SystemEvaluation:
 
     system: str
     run: pd.DataFrame
-    per_query: pd.DataFrame  # query_id, measure, value
+    per_query: pd.DataFrame  # query_id, metric, value
     means: dict[str, float]
     cost: dict[str, Any] = field(default_factory=dict)
 
@@ -114,7 +114,7 @@ def metrics_document(
 
 def per_query_table(evaluations: list[SystemEvaluation]) -> pd.DataFrame:
     """All systems' per-query values: ``system``, ``query_id``, ``metric``, ``value``."""
-    frames = [e.per_query.rename(columns={"measure": "metric"}).assign(system=e.system) for e in evaluations]
+    frames = [e.per_query.assign(system=e.system) for e in evaluations]
     table = (
         pd.concat(frames, ignore_index=True)
         if frames
