@@ -28,7 +28,7 @@ def test_run_with_human_labels_writes_calibrated_means(tmp_path: Path, monkeypat
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     document = evaluate_flow(
         dataset=judged, systems=["bm25"], metrics=METRICS, latency_runs=0, output=str(out), human=human
-    )
+    ).to_dict()
     run = read_trec(out / "runs" / "bm25.trec")
     on_judge = evaluate(run, load_dataset(judged).qrels, METRICS)
     on_human = evaluate(run, load_dataset(human).qrels, METRICS)

@@ -96,7 +96,7 @@ def test_click_judgements_reverse_the_systems_and_the_report_warns(tmp_path: Pat
         latency_runs=0,
         output=str(out),
         tracking=TrackingOptions(enabled=False),
-    )
+    ).to_dict()
     clicks = {s: document["systems"][s]["nDCG@10"] for s in SYSTEMS}
     runs = {s: _stored_run(out, s) for s in SYSTEMS}
     true = {s: mean(evaluate(runs[s], truth.qrels, ["nDCG@10"]))["nDCG@10"] for s in SYSTEMS}

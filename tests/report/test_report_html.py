@@ -261,7 +261,7 @@ def test_the_mlflow_run_list_shows_the_headline_and_report_html(
 
     folder, out = shots(tmp_path), tmp_path / "out"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_url)
-    document = evaluate_flow(systems=SYSTEMS, metrics=MEASURES, latency_runs=0, output=str(out))
+    document = evaluate_flow(systems=SYSTEMS, metrics=MEASURES, latency_runs=0, output=str(out)).to_dict()
     tracked, name = document["mlflow"], document["run"]["name"]
     run_id, experiment = tracked["run_id"], tracked["experiment_id"]
     assert tracked["runs_url"] == (

@@ -179,7 +179,7 @@ class Shared:
     states: list[Any]
 
     def documents(self) -> list[dict[str, Any]]:
-        return [s.result() for s in self.states]
+        return [s.result().to_dict() for s in self.states]
 
     def use(self, monkeypatch: pytest.MonkeyPatch, mlflow: bool = False) -> None:
         monkeypatch.setenv("IRFLOW_CACHE_DIR", str(self.cache))
@@ -238,7 +238,7 @@ def test_evaluation_is_tracked_as_a_parent_run_with_a_child_per_system(shared: S
     from prefect.client.orchestration import get_client
 
     state = shared.states[0]
-    document = state.result()
+    document = state.result().to_dict()
     flow_run_id = str(state.state_details.flow_run_id)
     parent = _runs(shared.uri, f"tags.`irflow.kind` = 'evaluation' and tags.`prefect.flow_run_id` = '{flow_run_id}'")
     assert [r.info.run_id for r in parent] == [document["mlflow"]["run_id"]]
@@ -381,12 +381,12 @@ def test_dask_runner_gives_the_same_results(shared: Shared, tmp_path: Path, monk
             tracking=off,
             return_state=True,
         )
-    assert state.result()["systems"] == reference["systems"]
+    assert state.result().to_dict()["systems"] == reference["systems"]
     pd.testing.assert_frame_equal(
         pd.read_parquet(tmp_path / "dask" / "per_query.parquet"),
         pd.read_parquet(shared.root / "run1" / "per_query.parquet"),
     )
-    assert big_state.result()["systems"] == expected_big["systems"]
+    assert big_state.result().to_dict()["systems"] == expected_big.to_dict()["systems"]
     shard_runs = [
         s
         for name, s in _task_states(big_state.state_details.flow_run_id)
