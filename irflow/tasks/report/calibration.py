@@ -30,10 +30,7 @@ def calibration_block(
     ``human_qrels`` (only the queries ``judge`` holds) of the dataset named ``human``."""
     queries = set(judge["query_id"])
     human_qrels = human_qrels[human_qrels["query_id"].isin(queries)]
-    frames = [
-        evaluate(run, human_qrels, measures).assign(system=system)
-        for system, run in runs.items()
-    ]
+    frames = [evaluate(run, human_qrels, measures).assign(system=system) for system, run in runs.items()]
     labelled = pd.concat(frames, ignore_index=True) if frames and len(human_qrels) else judge.iloc[:0]
     blocks, notes = calibrate_systems(judge, labelled, baseline, half_width=HALF_WIDTH)
     return {
