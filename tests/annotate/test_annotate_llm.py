@@ -19,13 +19,14 @@ import pandas as pd
 import pytest
 from _fake_chat import SECRET, FakeChat, corpus, write_query_documents
 
-from irflow.tasks.annotate.battle import JudgeSetupError, parse_answer
+from irflow.tasks.annotate.battle import parse_answer
 from irflow.tasks.annotate.judges import make_judge, parse_judge
 from irflow.tasks.annotate.pairs import make_pairs
 from irflow.tasks.annotate.pipeline import AnnotateConfig, estimate, judge, plan
 from irflow.tasks.annotate.runner import run_judges
 from irflow.tasks.annotate.store import VoteStore, read_votes
 from irflow.tasks.core.schema import InputError, UnknownNameError
+from irflow.tasks.llm import LLMSetupError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,21 +147,21 @@ def test_a_finished_annotation_resumes_without_preparing_its_judges(chat, tmp_pa
 
 def test_reasoning_models_get_a_completion_budget_and_no_temperature() -> None:
     """o-series and gpt-5 refuse max_tokens and temperature=0 and think within the completion budget."""
-    plain = make_judge("openai:gpt-4o-mini@http://127.0.0.1:9/v1")._body("s", "u")  # type: ignore[attr-defined]
+    plain = make_judge("openai:gpt-4o-mini@http://127.0.0.1:9/v1").client._body("s", "u")  # type: ignore[attr-defined]
     assert plain["temperature"] == 0 and plain["max_tokens"] == 400 and "max_completion_tokens" not in plain
     for spec in ("openai:o3-mini@http://127.0.0.1:9/v1", "openai(reasoning=yes):qwq@http://127.0.0.1:9/v1"):
-        body = make_judge(spec)._body("s", "u")  # type: ignore[attr-defined]
+        body = make_judge(spec).client._body("s", "u")  # type: ignore[attr-defined]
         assert "temperature" not in body and "max_tokens" not in body and body["max_completion_tokens"] == 4000
-    own = make_judge("openai(max_tokens=9000):gpt-5@http://127.0.0.1:9/v1")._body("s", "u")  # type: ignore[attr-defined]
+    own = make_judge("openai(max_tokens=9000):gpt-5@http://127.0.0.1:9/v1").client._body("s", "u")  # type: ignore[attr-defined]
     assert own["max_completion_tokens"] == 9000
-    with pytest.raises(JudgeSetupError, match="reasoning must be auto, yes or no"):
+    with pytest.raises(LLMSetupError, match="reasoning must be auto, yes or no"):
         make_judge("openai(reasoning=maybe):gpt-5")
 
 
 def test_a_refused_key_stops_the_run_at_once_and_is_never_stored(
     chat, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from irflow.tasks.annotate.battle import JudgeAuthError
+    from irflow.tasks.llm import LLMAuthError
 
     cands, texts, strength = corpus(n_queries=4, k=6)
     server = chat(strength)
@@ -169,7 +170,7 @@ def test_a_refused_key_stops_the_run_at_once_and_is_never_stored(
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     llm = make_judge(f"openai(concurrency=2,name=sim):sim@{server.url}")
     with VoteStore(tmp_path / "votes.jsonl") as store, caplog.at_level("DEBUG"):
-        with pytest.raises(JudgeAuthError, match=r"HTTP 401.*\*\*\*.*check OPENAI_API_KEY") as refused:
+        with pytest.raises(LLMAuthError, match=r"HTTP 401.*\*\*\*.*check OPENAI_API_KEY") as refused:
             run_judges(pairs, texts, [llm], store)
     assert server.requests == 1 < len(pairs), "the first call goes alone: one request with a refused key"
     assert SECRET not in str(refused.value) and SECRET not in caplog.text
@@ -214,11 +215,11 @@ def test_a_judge_without_any_valid_vote_writes_no_grades(chat, tmp_path: Path) -
 
 def test_judges_fail_before_any_call_without_key_or_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(JudgeSetupError, match="OPENAI_API_KEY"):
+    with pytest.raises(LLMSetupError, match="OPENAI_API_KEY"):
         make_judge("openai:gpt-4o-mini").prepare()  # the official API needs a key; a local server does not
     make_judge("openai:llama3@http://127.0.0.1:9/v1").prepare()
     monkeypatch.setitem(sys.modules, "anthropic", None)  # as if the optional extra were not installed
-    with pytest.raises(JudgeSetupError, match=r"irflow\[anthropic\]"):
+    with pytest.raises(LLMSetupError, match=r"irflow\[anthropic\]"):
         make_judge("anthropic:claude-sonnet-4").prepare()
 
 
@@ -325,23 +326,23 @@ def test_thinking_budgets_per_provider() -> None:
     """Claude thinks only when given a budget (>= 1024, inside max_tokens, no temperature); Gemini 2.5+
     think by default, so they get a budget on top of the answer's tokens; the budget is part of the version."""
     claude = make_judge("anthropic(thinking=2048):claude-sonnet-4-5")
-    request = claude.request("s", "u")  # type: ignore[attr-defined]
+    request = claude.client.request("s", "u")  # type: ignore[attr-defined]
     assert request["thinking"] == {"type": "enabled", "budget_tokens": 2048} and request["max_tokens"] == 2448
     assert "temperature" not in request
-    assert "thinking" not in make_judge("anthropic:claude-sonnet-4-5").request("s", "u")  # type: ignore[attr-defined]
+    assert "thinking" not in make_judge("anthropic:claude-sonnet-4-5").client.request("s", "u")  # type: ignore[attr-defined]
     for spec, match in (
         ("anthropic(thinking=500):claude-sonnet-4-5", "at least 1024"),
         ("anthropic(thinking=2048,max_tokens=2000):claude-sonnet-4-5", "must exceed the thinking budget"),
         ("gemini(thinking=lots):gemini-2.5-pro", "thinking must be auto or a number"),
     ):
-        with pytest.raises(JudgeSetupError, match=match):
+        with pytest.raises(LLMSetupError, match=match):
             make_judge(spec)
 
-    flash = make_judge("gemini:gemini-2.5-flash").config_options("s")  # type: ignore[attr-defined]
+    flash = make_judge("gemini:gemini-2.5-flash").client.config_options("s")  # type: ignore[attr-defined]
     assert flash["thinking_config"] == {"thinking_budget": 1024} and flash["max_output_tokens"] == 1424
-    off = make_judge("gemini(thinking=0):gemini-2.5-flash").config_options("s")  # type: ignore[attr-defined]
+    off = make_judge("gemini(thinking=0):gemini-2.5-flash").client.config_options("s")  # type: ignore[attr-defined]
     assert off["thinking_config"] == {"thinking_budget": 0} and off["max_output_tokens"] == 400
-    old = make_judge("gemini:gemini-2.0-flash").config_options("s")  # type: ignore[attr-defined]
+    old = make_judge("gemini:gemini-2.0-flash").client.config_options("s")  # type: ignore[attr-defined]
     assert "thinking_config" not in old and old["max_output_tokens"] == 400 and old["temperature"] == 0
     versions = {make_judge(s).version for s in ("gemini:gemini-2.5-flash", "gemini(thinking=0):gemini-2.5-flash")}
     assert len(versions) == 2
@@ -351,10 +352,10 @@ def test_the_zbench_preset_expands_to_three_providers_with_their_parameters() ->
     config = AnnotateConfig(dataset="techdocs", judges=("preset:zbench", "model:minilm"))
     assert [parse_judge(s).kind for s in config.judges] == ["openai", "anthropic", "gemini", "model"]
     gpt, claude, gemini = (make_judge(s) for s in config.judges[:3])
-    body = gpt._body("s", "u")  # type: ignore[attr-defined]
+    body = gpt.client._body("s", "u")  # type: ignore[attr-defined]
     assert "temperature" not in body and body["max_completion_tokens"] == 4000  # a reasoning model
-    assert claude.request("s", "u")["thinking"]["budget_tokens"] == 1024  # type: ignore[attr-defined]
-    assert gemini.config_options("s")["thinking_config"] == {"thinking_budget": 1024}  # type: ignore[attr-defined]
+    assert claude.client.request("s", "u")["thinking"]["budget_tokens"] == 1024  # type: ignore[attr-defined]
+    assert gemini.client.config_options("s")["thinking_config"] == {"thinking_budget": 1024}  # type: ignore[attr-defined]
     with pytest.raises(UnknownNameError, match="unknown judge preset 'zbnech'; presets: zbench"):
         AnnotateConfig(dataset="techdocs", judges=("preset:zbnech",))
 

@@ -18,12 +18,12 @@ from _cli import irflow
 from _fake_chat import FakeChat
 
 from irflow.tasks.annotate.judges import parse_judge
-from irflow.tasks.annotate.llm_judges import OpenAIJudge
 from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.core.urls import CredentialsInUrlError, refuse_credentials, split_credentials
 from irflow.tasks.embed.api import ApiModel
 from irflow.tasks.evalsets.synthesize_llm import make_generator
+from irflow.tasks.llm import OpenAIClient
 from irflow.tasks.rag.generate import parse_generator
 from irflow.tasks.systems.specs import parse_system
 from irflow.tasks.tracking.check import check_tracking
@@ -85,7 +85,7 @@ def test_the_one_check_names_the_argument_and_the_variable_and_shows_no_credenti
         (lambda: parse_judge(f"gemini(base_url={_url()}):g", "--llm"), "--llm (base_url)", "GEMINI_API_KEY"),
         (lambda: parse_generator(f"openai(max_retries=0):m@{_url()}"), "--generator", "OPENAI_API_KEY"),
         (lambda: make_generator(f"openai:m@{_url()}"), "--llm", "OPENAI_API_KEY"),
-        (lambda: OpenAIJudge("m", _url()), "openai:m", "OPENAI_API_KEY"),
+        (lambda: OpenAIClient("m", _url()), "openai:m", "OPENAI_API_KEY"),
         (lambda: parse_system(f"http:{_url()}/search"), "http: system", "auth_env=VARIABLE"),
         (lambda: parse_system(f"dense(base_url={_url()}):openai:te3"), "base_url", "OPENAI_API_KEY"),
     ],

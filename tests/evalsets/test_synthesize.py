@@ -17,7 +17,8 @@ from _cli import ROOT, irflow, script_server
 from irflow.tasks import ingest
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.evalsets.synthesize import SynthesisConfig, collect, parse_queries, plan_requests, sample_documents
-from irflow.tasks.evalsets.synthesize_llm import AnswerCache, Outcome, Request, ask_all, make_generator, request_key
+from irflow.tasks.evalsets.synthesize_llm import AnswerCache, Request, make_generator
+from irflow.tasks.llm import Outcome, ask_all, request_key
 
 SERVICE = str(ROOT / "tests" / "_chat_service.py")
 KEY = "sk-test-synthesize-0123456789"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -19,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from irflow.tasks.core.schema import IrflowError
+from irflow.tasks.llm import DEFAULT_MAX_CHARS
 
 PROMPT_VERSION = "pairwise-v1"
 SYSTEM_PROMPT = """\
@@ -52,26 +52,7 @@ ANSWER_SCHEMA = {
     "properties": {"reasoning": {"type": "string"}, "score": {"type": "number", "minimum": -1, "maximum": 1}},
 }
 
-DEFAULT_PRICE_PER_1K = 0.005  # USD per 1k tokens (input + output), a placeholder: set yours with price=
-DEFAULT_MAX_CHARS = 6000  # characters of each document shown to an LLM judge
 OUTPUT_TOKENS = 120  # expected answer length, for cost estimates
-
-
-class JudgeSetupError(IrflowError):
-    """A judge cannot run: a missing SDK or API key, a bad spec. Raised before any call is made."""
-
-
-class JudgeCallError(Exception):
-    """One call failed for good (after its retries): the vote is missing."""
-
-    def __init__(self, message: str, attempts: int = 1) -> None:
-        super().__init__(message)
-        self.attempts = attempts
-
-
-class JudgeAuthError(JudgeSetupError):
-    """The provider refused the credentials (HTTP 401/403): every further call would fail too, so the
-    run stops at once and writes no grades."""
 
 
 class JudgesFailedError(IrflowError):
@@ -118,7 +99,8 @@ class Judge(Protocol):
         ...
 
     def prepare(self) -> None:
-        """Get ready to judge (load scores, import an SDK, find the key); JudgeSetupError if it cannot."""
+        """Get ready to judge (load scores, import an SDK, find the key); an IrflowError if it cannot
+        (:class:`~irflow.tasks.llm.LLMSetupError` for an LLM)."""
 
     async def judge(self, battle: Battle) -> Verdict: ...
 
@@ -155,8 +137,3 @@ def render_prompt(battle: Battle, max_chars: int = DEFAULT_MAX_CHARS) -> tuple[s
         return text if len(text) <= max_chars else text[:max_chars] + " [...]"
 
     return SYSTEM_PROMPT, USER_TEMPLATE.format(query=battle.query, doc_a=cut(battle.doc_a), doc_b=cut(battle.doc_b))
-
-
-def estimate_tokens(chars: int) -> int:
-    """Tokens of a text of ``chars`` characters: ~4 characters a token for English."""
-    return math.ceil(chars / 4)

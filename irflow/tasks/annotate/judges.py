@@ -2,7 +2,8 @@
 
 What a judge sees and says (``Battle``, ``Verdict``, the ``Judge`` protocol, the versioned
 prompt) lives in :mod:`~irflow.tasks.annotate.battle`; the judges themselves in
-:mod:`~irflow.tasks.annotate.llm_judges` and :mod:`~irflow.tasks.annotate.local_judges`.
+:mod:`~irflow.tasks.annotate.llm_judges` (over the clients and the spec grammar of :mod:`irflow.tasks.llm`)
+and :mod:`~irflow.tasks.annotate.local_judges`.
 
 Kinds (spec strings for :func:`parse_judge`, ``kind[(options)]:target``):
 
@@ -28,67 +29,34 @@ API keys are read from the environment at call time and never logged, stored or 
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from irflow.tasks.annotate.battle import DEFAULT_PRICE_PER_1K, Judge, JudgeSetupError
+from irflow.tasks.annotate.battle import Judge
 from irflow.tasks.annotate.config import JUDGE_HELP
-from irflow.tasks.annotate.llm_judges import AnthropicJudge, GeminiJudge, OpenAIJudge
+from irflow.tasks.annotate.llm_judges import LLMJudge
 from irflow.tasks.annotate.local_judges import ScoreJudge, model_scores, system_scores
 from irflow.tasks.core.schema import Dataset, InputError, UnknownNameError
-from irflow.tasks.core.urls import refuse_credentials
+from irflow.tasks.llm import LLM_KINDS, LLMSpec, make_client, parse_llm
 
-KINDS = ("openai", "anthropic", "gemini", "model", "system")
+KINDS = (*LLM_KINDS, "model", "system")
 
 
-@dataclass(frozen=True)
-class JudgeSpec:
-    """A parsed judge spec: ``kind``, ``target`` (model, system spec) and options."""
-
-    kind: str
-    target: str
-    options: tuple[tuple[str, str], ...] = ()
-
-    def __str__(self) -> str:
-        opts = ",".join(f"{k}={v}" for k, v in self.options)
-        return f"{self.kind}{f'({opts})' if opts else ''}:{self.target}"
+class JudgeSpec(LLMSpec):
+    """A parsed judge spec: ``kind`` (an LLM kind, ``model`` or ``system``), ``target`` and options."""
 
 
 _SPEC = re.compile(r"^(?P<kind>[a-z]+)(?:\((?P<options>[^()]*)\))?:(?P<target>.+)$")
-_OPTIONS = {
-    "openai": {
-        "name",
-        "concurrency",
-        "price",
-        "key_env",
-        "max_retries",
-        "backoff",
-        "timeout",
-        "max_tokens",
-        "max_chars",
-        "response_format",
-        "reasoning",
-        "rpm",
-        "tpm",
-    },
-    "anthropic": {
-        *("name", "concurrency", "price", "key_env", "max_retries", "max_tokens", "max_chars", "base_url", "thinking"),
-    },
-    "gemini": {"name", "concurrency", "price", "key_env", "max_tokens", "max_chars", "base_url", "thinking"},
-    "model": {"name", "scale"},
-    "system": {"name", "scale", "depth"},
-}
+_LOCAL_OPTIONS = {"model": {"name", "scale"}, "system": {"name", "scale", "depth"}}
 
 
 def parse_judge(text: str, argument: str = "--judge") -> JudgeSpec:
     """Parse a judge spec string (see ``JUDGE_HELP``); InputError / UnknownNameError on a bad one, and
-    :class:`~irflow.tasks.core.urls.CredentialsInUrlError` naming ``argument`` (``--judge``, ``--generator``,
-    ``--llm``) when its base URL (or ``OPENAI_BASE_URL``) carries credentials."""
+    :class:`~irflow.tasks.core.urls.CredentialsInUrlError` naming ``argument`` when an LLM judge's base URL
+    (or ``OPENAI_BASE_URL``) carries credentials (the LLM kinds are :func:`irflow.tasks.llm.parse_llm`'s)."""
     match = _SPEC.match(str(text).strip())
     if not match:
         raise InputError(f"bad judge spec {text!r}\n{JUDGE_HELP}")
@@ -97,35 +65,18 @@ def parse_judge(text: str, argument: str = "--judge") -> JudgeSpec:
         raise UnknownNameError(
             f"unknown judge kind {kind!r} in {text!r}; valid kinds: {', '.join(KINDS)}\n{JUDGE_HELP}"
         )
+    if kind in LLM_KINDS:
+        llm = parse_llm(text, argument)
+        return JudgeSpec(llm.kind, llm.target, llm.options)
     options = []
     for item in filter(None, (s.strip() for s in (match["options"] or "").split(","))):
         key, sep, value = item.partition("=")
-        if not sep or key.strip() not in _OPTIONS[kind]:
+        if not sep or key.strip() not in _LOCAL_OPTIONS[kind]:
             raise InputError(
-                f"bad option {item!r} in judge spec {text!r}; {kind} options: {', '.join(sorted(_OPTIONS[kind]))}"
+                f"bad option {item!r} in judge spec {text!r}; {kind} options: {', '.join(sorted(_LOCAL_OPTIONS[kind]))}"
             )
         options.append((key.strip(), value.strip()))
-    spec = JudgeSpec(kind, target, tuple(options))
-    _refuse_credentials(spec, argument)
-    return spec
-
-
-def _refuse_credentials(spec: JudgeSpec, argument: str) -> None:
-    """The one rule for URLs (:mod:`irflow.tasks.core.urls`) on an LLM spec's base URL: ``@BASE_URL``,
-    option ``base_url`` or, for ``openai`` without one, ``OPENAI_BASE_URL``."""
-    if spec.kind not in ("openai", "anthropic", "gemini"):
-        return
-    opt = dict(spec.options)
-    key = opt.get("key_env") or f"{spec.kind.upper()}_API_KEY"
-    env = f"{key}, or the variable key_env=VARIABLE names"
-    if "base_url" in opt:
-        refuse_credentials(opt["base_url"], f"{argument} (base_url)", env)
-    if spec.kind == "openai":
-        base_url = spec.target.partition("@")[2]
-        if base_url:
-            refuse_credentials(base_url, argument, env)
-        elif os.environ.get("OPENAI_BASE_URL"):
-            refuse_credentials(os.environ["OPENAI_BASE_URL"], f"{argument} (OPENAI_BASE_URL)", env)
+    return JudgeSpec(kind, target, tuple(options))
 
 
 def make_judge(
@@ -139,32 +90,17 @@ def make_judge(
     free; local kinds need ``dataset`` and ``candidates`` to score later."""
     spec = parse_judge(spec) if isinstance(spec, str) else spec
     opt = dict(spec.options)
-    numbers: dict[str, Callable[[str], int | float]] = {
-        "concurrency": int,
-        "max_retries": int,
-        "max_tokens": int,
-        "max_chars": int,
-        "depth": int,
-        "price": float,
-        "backoff": float,
-        "timeout": float,
-        "scale": float,
-        "rpm": float,
-        "tpm": float,
-    }
+    if spec.kind in LLM_KINDS:
+        return LLMJudge(
+            make_client(LLMSpec(spec.kind, spec.target, spec.options), role="judge", price_per_1k=price_per_1k)
+        )
+    numbers: dict[str, Callable[[str], int | float]] = {"depth": int, "scale": float}
     try:
         kw: dict[str, Any] = {k: numbers[k](v) if k in numbers else v for k, v in opt.items()}
     except ValueError as err:
         raise InputError(f"bad option value in judge spec {spec}: {err}") from None
-    if spec.kind in ("openai", "anthropic", "gemini"):
-        price = kw.pop("price", price_per_1k if price_per_1k is not None else DEFAULT_PRICE_PER_1K)
-        if spec.kind == "openai":
-            model, _, base_url = spec.target.partition("@")
-            return OpenAIJudge(model, base_url or None, price_per_1k=price, **kw)
-        cls = AnthropicJudge if spec.kind == "anthropic" else GeminiJudge
-        return cls(spec.target, price_per_1k=price, **kw)
     if dataset is None or candidates is None:
-        raise JudgeSetupError(f"the local judge {spec} needs the dataset and its candidates")
+        raise InputError(f"the local judge {spec} needs the dataset and its candidates")
     scale = kw.get("scale", 1.0)
     if spec.kind == "model":
         model = spec.target

@@ -1,121 +1,53 @@
-"""LLM judges: any OpenAI-compatible chat API over httpx, Anthropic and Gemini through their SDKs.
+"""LLM judges: any client of :mod:`irflow.tasks.llm` asked the versioned pairwise prompt.
 
-Each asks the versioned prompt of :mod:`irflow.tasks.annotate.battle` and parses its JSON answer;
-``openai`` calls through :mod:`irflow.tasks.core.http_client` (retries on 429, 5xx and transport errors
-with ``Retry-After`` honoured, a refused key stops the run, ``rpm``/``tpm`` limits). API keys are
-read from the environment at call time and never logged, stored or shown.
+An :class:`LLMJudge` renders :mod:`~irflow.tasks.annotate.battle`'s prompt (each document cut to
+the client's ``max_chars``), asks the client, parses the JSON answer and asks once more with a reminder of the format
+when it does not parse. Retries, rate limits and key handling are the client's.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-import logging
-import os
-import re
 from typing import Any
-from urllib.parse import urlparse
 
 from irflow.tasks.annotate.battle import (
     ANSWER_SCHEMA,
-    DEFAULT_MAX_CHARS,
-    DEFAULT_PRICE_PER_1K,
     PROMPT_SHA256,
     PROMPT_VERSION,
     Battle,
-    JudgeAuthError,
-    JudgeCallError,
-    JudgeSetupError,
     Verdict,
     parse_answer,
     render_prompt,
 )
-from irflow.tasks.core.http_client import Call, HttpAuthError, HttpCallError, RateLimiter, RetryPolicy
-from irflow.tasks.core.redact import redact, remember
-from irflow.tasks.core.urls import refuse_credentials
+from irflow.tasks.llm import LLMCallError, LLMClient, OpenAIClient
 
-log = logging.getLogger(__name__)
-
-OPENAI_BASE_URL = "https://api.openai.com/v1"
-REASONING_MODELS = re.compile(r"^(o\d|gpt-5)")  # OpenAI models that think before answering
-THINKING_MODELS = re.compile(r"^gemini-(2\.5|[3-9])")  # Gemini models that think unless told not to
-DEFAULT_THINKING = 1024  # thinking tokens of a thinking model unless told (Anthropic's smallest budget)
-DEFAULT_MAX_TOKENS = 400  # an answer: a sentence of reasoning and a score
-REASONING_MAX_TOKENS = 4000  # thinking tokens count against the completion budget
 REASK = '\n\nAnswer with the JSON object only: {"reasoning": "...", "score": <number from -1 to 1>}.'
 
 
-class PromptJudge:
-    """Shared part of the LLM judges: prompt, parsing, failure path. Subclasses implement ``_complete``."""
+class LLMJudge:
+    """A :class:`~irflow.tasks.annotate.battle.Judge` asking an LLM ``client`` the pairwise prompt."""
 
-    kind = "llm"
     local = False
-    role = "judge"  # how messages name the caller (a query generator reuses these clients)
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        name: str | None = None,
-        provider: str,
-        concurrency: int = 8,
-        price_per_1k: float = DEFAULT_PRICE_PER_1K,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        max_chars: int = DEFAULT_MAX_CHARS,
-        key_env: str = "",
-    ) -> None:
-        self.model = model
-        self.name = name or f"{self.kind}:{model}"
-        self.provider = provider
-        self.concurrency = int(concurrency)
-        self.price_per_1k = float(price_per_1k)
-        self.max_tokens = int(max_tokens)
-        self.max_chars = int(max_chars)
-        self.key_env = key_env
-        self.usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}  # as the provider counted them
+    def __init__(self, client: LLMClient) -> None:
+        self.client = client
+        self.max_chars = client.max_chars
+        self.name, self.provider = client.name, client.provider
+        self.concurrency, self.price_per_1k = client.concurrency, client.price_per_1k
+        if isinstance(client, OpenAIClient):
+            client.answer_schema = ("pairwise_relevance", ANSWER_SCHEMA)  # response_format=json_schema
 
     @property
     def version(self) -> str:
-        """The prompt version and a digest of everything else that can change an answer (provider, model,
-        endpoint, answer length, document length, answer format): a rerun with another model or
-        ``max_chars`` into the same output asks again instead of reusing the old model's votes."""
-        answers = {
-            "kind": self.kind,
-            "model": self.model,
-            "provider": self.provider,
-            "base_url": getattr(self, "base_url", None),
-            "max_tokens": self.max_tokens,
-            "max_chars": self.max_chars,
-            "response_format": getattr(self, "response_format", None),
-            "reasoning": getattr(self, "reasoning", None),
-        }
-        if getattr(self, "thinking", None) is not None:
-            answers["thinking"] = self.thinking  # type: ignore[attr-defined]
-        digest = hashlib.sha256(json.dumps(answers, sort_keys=True).encode()).hexdigest()[:12]
+        """The prompt version and a digest of everything else that can change an answer (the client's
+        identity and ``max_chars``): a rerun with another model or ``max_chars`` into the same output asks
+        again instead of reusing the old model's votes."""
+        digest = hashlib.sha256(json.dumps(self.client.identity(), sort_keys=True).encode()).hexdigest()[:12]
         return f"{PROMPT_VERSION}-{digest}"
 
-    def _key(self, required: bool = True) -> str | None:
-        """The API key from ``key_env``, remembered for :func:`redact` (error bodies may echo request headers)."""
-        key = os.environ.get(self.key_env) if self.key_env else None
-        remember(key)
-        if required and not key:
-            raise JudgeSetupError(
-                f"{self.role} {self.name}: set the API key in the environment variable {self.key_env}"
-            )
-        return key
-
     def prepare(self) -> None:
-        self._key()
-
-    async def _complete(self, system: str, user: str) -> tuple[str, int]:
-        """The model's answer text and the number of attempts it took; JudgeCallError on failure."""
-        raise NotImplementedError
-
-    async def complete(self, system: str, user: str) -> tuple[str, int]:
-        """Ask any prompt (a query generator's, not only the pairwise one): the answer text and the number of
-        attempts; JudgeCallError when the call failed for good, JudgeAuthError when the key is refused."""
-        return await self._complete(system, user)
+        self.client.prepare()
 
     async def judge(self, battle: Battle) -> Verdict:
         """Ask once; an answer that does not parse is asked again once, with a reminder of the format."""
@@ -123,8 +55,8 @@ class PromptJudge:
         attempts = 0
         for prompt in (user, user + REASK):
             try:
-                text, tries = await self._complete(system, prompt)
-            except JudgeCallError as err:
+                text, tries = await self.client.complete(system, prompt)
+            except LLMCallError as err:
                 return Verdict(None, error=str(err), attempts=attempts + err.attempts)
             attempts += tries
             try:
@@ -136,285 +68,7 @@ class PromptJudge:
         return Verdict(None, error=f"{error} (also when asked again)", attempts=attempts)
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "model": self.model,
-            "provider": self.provider,
-            "version": self.version,
-            "prompt_sha256": PROMPT_SHA256,
-            "concurrency": self.concurrency,
-            "key_env": self.key_env,
-            "price_per_1k": self.price_per_1k,
-        }
+        return self.client.describe() | {"version": self.version, "prompt_sha256": PROMPT_SHA256}
 
     async def aclose(self) -> None:
-        return None
-
-
-class OpenAIJudge(PromptJudge):
-    """A model behind an OpenAI-compatible ``/chat/completions`` endpoint, called over httpx."""
-
-    kind = "openai"
-
-    def __init__(
-        self,
-        model: str,
-        base_url: str | None = None,
-        *,
-        key_env: str = "OPENAI_API_KEY",
-        max_retries: int = 5,
-        backoff: float = 1.0,
-        max_backoff: float = 60.0,
-        timeout: float = 120.0,
-        response_format: str = "json_object",
-        reasoning: str = "auto",
-        rpm: float | None = None,
-        tpm: float | None = None,
-        **kwargs: Any,
-    ) -> None:
-        if reasoning not in ("auto", "yes", "no"):
-            raise JudgeSetupError(f"reasoning must be auto, yes or no, not {reasoning!r}")
-        # Reasoning models (o1, o3, o4-mini, gpt-5...) refuse max_tokens and temperature=0, and spend
-        # completion tokens on thinking: they get max_completion_tokens, a larger budget, no temperature.
-        self.reasoning = REASONING_MODELS.match(model) is not None if reasoning == "auto" else reasoning == "yes"
-        kwargs.setdefault("max_tokens", REASONING_MAX_TOKENS if self.reasoning else DEFAULT_MAX_TOKENS)
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/")
-        refuse_credentials(self.base_url, f"openai:{model}", f"{key_env}, or the variable key_env=VARIABLE names")
-        parsed = urlparse(self.base_url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise JudgeSetupError(f"bad base URL {self.base_url!r}: expected http(s)://host[:port]/path")
-        if response_format not in ("json_object", "json_schema", "none"):
-            raise JudgeSetupError(f"response_format must be json_object, json_schema or none, not {response_format!r}")
-        default_name = f"openai:{model}" + ("" if self.base_url == OPENAI_BASE_URL else f"@{self.base_url}")
-        kwargs.setdefault("name", default_name)
-        super().__init__(model, provider=parsed.netloc, key_env=key_env, **kwargs)
-        self.max_retries, self.backoff, self.max_backoff = int(max_retries), float(backoff), float(max_backoff)
-        self.timeout, self.response_format = float(timeout), response_format
-        try:  # requests and tokens per minute (the provider's limits for the key): waits instead of 429s
-            self.limiter = RateLimiter(None if rpm is None else float(rpm), None if tpm is None else float(tpm))
-        except ValueError as err:
-            raise JudgeSetupError(f"judge {self.name}: {err}") from None
-        self._client: Any = None
-        self._loop: Any = None
-        self.answer_schema: tuple[str, dict[str, Any]] = ("pairwise_relevance", ANSWER_SCHEMA)  # json_schema
-
-    def prepare(self) -> None:
-        self._key(required=self.base_url == OPENAI_BASE_URL)  # local servers usually need no key
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            **super().describe(),
-            "base_url": self.base_url,
-            "response_format": self.response_format,
-            "max_retries": self.max_retries,
-            "rpm": self.limiter.rpm,
-            "tpm": self.limiter.tpm,
-        }
-
-    def _http(self) -> Any:
-        import httpx
-
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:  # a client belongs to one event loop
-            self._client, self._loop = httpx.AsyncClient(timeout=self.timeout), loop
-        return self._client
-
-    async def aclose(self) -> None:
-        if self._client is not None and self._loop is asyncio.get_running_loop():
-            await self._client.aclose()
-        self._client = self._loop = None
-
-    def _body(self, system: str, user: str) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self.model,
-            **(
-                {"max_completion_tokens": self.max_tokens}
-                if self.reasoning
-                else {"temperature": 0, "max_tokens": self.max_tokens}
-            ),
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-        }
-        if self.response_format == "json_object":
-            body["response_format"] = {"type": "json_object"}
-        elif self.response_format == "json_schema":
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": self.answer_schema[0], "strict": True, "schema": self.answer_schema[1]},
-            }
-        return body
-
-    def _call(self, key: str | None) -> Call:
-        policy = RetryPolicy(self.max_retries, self.backoff, self.max_backoff)
-        hint = f"check {self.key_env}" if self.key_env else "check the API key"
-        who = f"{self.role} {self.name}"
-        return Call(f"{self.base_url}/chat/completions", who, (key,) if key else (), policy, hint, self.limiter)
-
-    async def _complete(self, system: str, user: str) -> tuple[str, int]:
-        key = self._key(required=self.base_url == OPENAI_BASE_URL)
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        tokens = (len(system) + len(user)) // 4 + self.max_tokens  # for the tokens-per-minute budget only
-        try:
-            reply = await self._call(key).apost(self._http(), self._body(system, user), tokens=tokens, headers=headers)
-        except HttpAuthError as err:  # the key is refused: every other call would be refused too
-            raise JudgeAuthError(str(err)) from None
-        except HttpCallError as err:
-            raise JudgeCallError(str(err), err.attempts) from None
-        counted = reply.json.get("usage") if isinstance(reply.json, dict) else None
-        self.usage["calls"] += 1
-        for field in ("prompt_tokens", "completion_tokens"):
-            value = counted.get(field) if isinstance(counted, dict) else None
-            self.usage[field] += value if isinstance(value, int) and not isinstance(value, bool) else 0
-        try:
-            return str(reply.json["choices"][0]["message"]["content"] or ""), reply.attempts
-        except (KeyError, IndexError, TypeError):
-            unexpected = redact(json.dumps(reply.json)[:200])
-            raise JudgeCallError(f"unexpected response {unexpected!r}", reply.attempts) from None
-
-
-class AnthropicJudge(PromptJudge):
-    """Claude through the ``anthropic`` SDK (which retries rate limits and 5xx itself)."""
-
-    kind = "anthropic"
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        key_env: str = "ANTHROPIC_API_KEY",
-        max_retries: int = 5,
-        concurrency: int = 4,
-        base_url: str | None = None,
-        thinking: int | str = "auto",
-        **kwargs: Any,
-    ) -> None:
-        # Extended thinking: a budget of at least 1024 tokens inside max_tokens, and no temperature (the API
-        # refuses one other than 1 while thinking). Claude thinks only when asked: "auto" is off.
-        self.thinking = _thinking_budget(thinking, None, kwargs.get("name") or f"anthropic:{model}")
-        if self.thinking is not None and self.thinking < 1024:
-            raise JudgeSetupError(f"judge anthropic:{model}: thinking must be 0 (off) or at least 1024 tokens")
-        if self.thinking is not None:
-            kwargs.setdefault("max_tokens", self.thinking + DEFAULT_MAX_TOKENS)
-            if int(kwargs["max_tokens"]) <= self.thinking:
-                raise JudgeSetupError(
-                    f"judge anthropic:{model}: max_tokens ({kwargs['max_tokens']}) must exceed the thinking budget "
-                    f"({self.thinking}): thinking counts against it"
-                )
-        super().__init__(model, provider="anthropic", key_env=key_env, concurrency=concurrency, **kwargs)
-        self.max_retries, self.base_url = int(max_retries), base_url
-        self.sdk: Any = None
-        self._client: Any = None
-
-    def request(self, system: str, user: str) -> dict[str, Any]:
-        """The keyword arguments of ``messages.create`` for one prompt."""
-        options: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": self.max_tokens,
-            "system": system,
-            "messages": [{"role": "user", "content": user}],
-        }
-        if self.thinking is not None:
-            options["thinking"] = {"type": "enabled", "budget_tokens": self.thinking}
-        return options
-
-    def prepare(self) -> None:
-        self.sdk = _require("anthropic", "anthropic")
-        self._key()
-
-    async def _complete(self, system: str, user: str) -> tuple[str, int]:
-        if self._client is None:  # (recent SDKs take no sampling temperature: the model's default applies)
-            self._client = self.sdk.AsyncAnthropic(
-                api_key=self._key(), max_retries=self.max_retries, base_url=self.base_url
-            )
-        try:
-            message = await self._client.messages.create(**self.request(system, user))
-        except self.sdk.APIError as err:
-            problem = redact(f"{type(err).__name__}: {str(err)[:200]}")
-            if getattr(err, "status_code", None) in (401, 403):
-                raise JudgeAuthError(f"{self.role} {self.name}: {problem} (check {self.key_env})") from None
-            raise JudgeCallError(problem) from None
-        text = "".join(getattr(b, "text", "") or "" for b in message.content if getattr(b, "type", "text") == "text")
-        return text, 1
-
-
-class GeminiJudge(PromptJudge):
-    """Gemini through the ``google-genai`` SDK (JSON answers requested by MIME type)."""
-
-    kind = "gemini"
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        key_env: str = "GEMINI_API_KEY",
-        concurrency: int = 4,
-        base_url: str | None = None,
-        thinking: int | str = "auto",
-        **kwargs: Any,
-    ) -> None:
-        # Gemini 2.5+ think by default and their thoughts count against max_output_tokens: a 400-token
-        # budget would leave no room for the answer. "auto" gives thinking models a budget of 1024 tokens
-        # on top of the answer's; 0 turns thinking off (where the model allows it).
-        default = DEFAULT_THINKING if THINKING_MODELS.match(model) else None
-        self.thinking = _thinking_budget(thinking, default, kwargs.get("name") or f"gemini:{model}", allow_zero=True)
-        if self.thinking:
-            kwargs.setdefault("max_tokens", self.thinking + DEFAULT_MAX_TOKENS)
-        super().__init__(model, provider="gemini", key_env=key_env, concurrency=concurrency, **kwargs)
-        self.base_url = base_url
-        self.sdk: Any = None
-        self._client: Any = None
-
-    def config_options(self, system: str) -> dict[str, Any]:
-        """The keyword arguments of ``types.GenerateContentConfig`` for one prompt."""
-        options: dict[str, Any] = {
-            "system_instruction": system,
-            "temperature": 0,
-            "max_output_tokens": self.max_tokens,
-            "response_mime_type": "application/json",
-        }
-        if self.thinking is not None:
-            options["thinking_config"] = {"thinking_budget": self.thinking}
-        return options
-
-    def prepare(self) -> None:
-        self.sdk = _require("google.genai", "gemini")
-        self._key()
-
-    async def _complete(self, system: str, user: str) -> tuple[str, int]:
-        if self._client is None:
-            options = self.sdk.types.HttpOptions(base_url=self.base_url) if self.base_url else None
-            self._client = self.sdk.Client(api_key=self._key(), http_options=options)
-        config = self.sdk.types.GenerateContentConfig(**self.config_options(system))
-        try:
-            response = await self._client.aio.models.generate_content(model=self.model, contents=user, config=config)
-        except Exception as err:  # the SDK's errors share no public base class across versions
-            problem = redact(f"{type(err).__name__}: {str(err)[:200]}")
-            if getattr(err, "code", None) in (401, 403) or getattr(err, "status_code", None) in (401, 403):
-                raise JudgeAuthError(f"{self.role} {self.name}: {problem} (check {self.key_env})") from None
-            raise JudgeCallError(problem) from None
-        return str(response.text or ""), 1
-
-
-def _thinking_budget(value: int | str, default: int | None, name: str, *, allow_zero: bool = False) -> int | None:
-    """A ``thinking`` option as tokens: ``auto`` = ``default``; 0 = off (None, or 0 where the API takes 0 as off)."""
-    if value == "auto":
-        return default
-    try:
-        tokens = int(value)
-    except (TypeError, ValueError):
-        tokens = -1
-    if tokens < 0:
-        raise JudgeSetupError(f"judge {name}: thinking must be auto or a number of tokens (0 = off), not {value!r}")
-    if tokens == 0:
-        return 0 if allow_zero else None
-    return tokens
-
-
-def _require(module: str, extra: str) -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise JudgeSetupError(
-            f"the {extra} judge needs the {module!r} package: pip install 'irflow[{extra}]'"
-        ) from None
+        await self.client.aclose()

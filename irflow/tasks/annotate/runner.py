@@ -23,20 +23,13 @@ from typing import Any
 
 import pandas as pd
 
-from irflow.tasks.annotate.battle import (
-    OUTPUT_TOKENS,
-    Battle,
-    Judge,
-    JudgeAuthError,
-    Verdict,
-    estimate_tokens,
-    render_prompt,
-)
+from irflow.tasks.annotate.battle import OUTPUT_TOKENS, Battle, Judge, Verdict, render_prompt
 from irflow.tasks.annotate.candidates import Texts
 from irflow.tasks.annotate.store import VoteStore
 from irflow.tasks.core.progress import Progress
 from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import InputError
+from irflow.tasks.llm import LLMAuthError, estimate_tokens
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +114,7 @@ async def judge_pairs(
         began = time.perf_counter()
         try:
             verdict = await judge.judge(battle)
-        except JudgeAuthError:
+        except LLMAuthError:
             raise  # the key is refused: stop (see remote), not one missing vote per call
         except Exception as err:  # a judge bug must not stop the others; it shows as missing votes
             verdict = Verdict(None, error=f"{type(err).__name__}: {err}")
@@ -152,7 +145,7 @@ async def judge_pairs(
             "seconds": round(time.perf_counter() - began, 4),
         }
 
-    refused: list[JudgeAuthError] = []  # the first 401/403 stops every call not yet made
+    refused: list[LLMAuthError] = []  # the first 401/403 stops every call not yet made
 
     async def remote(row: Any, judge: Judge) -> None:
         async with semaphores[judge.provider]:
@@ -160,7 +153,7 @@ async def judge_pairs(
                 return
             try:
                 record = await vote(row, judge)
-            except JudgeAuthError as err:
+            except LLMAuthError as err:
                 refused.append(err)
                 return
         store.append([record])

@@ -29,16 +29,14 @@ from irflow.tasks.core.schema import Dataset, InputError, Manifest
 from irflow.tasks.evalsets.synthesize_llm import (
     AnswerCache,
     GenerationFailedError,
-    Outcome,
     Request,
-    ask_all,
     calls_for,
     estimate,
     make_generator,
-    request_key,
 )
 from irflow.tasks.ingest.querylog import NONE_LABEL, allocate, normalise
 from irflow.tasks.ingest.records import QrelRow, QueryRecord
+from irflow.tasks.llm import Outcome, ask_all, request_key
 
 PROMPT_VERSION = "synthetic-queries-v1"
 STYLES = {

@@ -1,9 +1,9 @@
-"""The LLM side of query synthesis: the generator (an annotate LLM judge's client asked another prompt),
-its answer cache and the cost estimate; the cached, concurrent calls are :mod:`irflow.tasks.annotate.calls`'.
+"""The LLM side of query synthesis: the generator (a client of :mod:`irflow.tasks.llm` asked for queries),
+its answer cache and the cost estimate; the cached, concurrent calls are :mod:`irflow.tasks.llm.calls`'.
 
-The generator is made from the judge spec grammar (``openai:MODEL[@BASE_URL]``, ``anthropic:MODEL``,
+The generator is made from the LLM spec grammar (``openai:MODEL[@BASE_URL]``, ``anthropic:MODEL``,
 ``gemini:MODEL`` with their options), so retries, ``Retry-After``, ``rpm``/``tpm`` limits, reasoning-model
-parameters, key handling and redaction are those of :mod:`irflow.tasks.core.http_client` and the judges.
+parameters, key handling and redaction are those of :mod:`irflow.tasks.core.http_client` and the clients.
 Every answer is appended to a cache as it arrives (keyed by the generator's identity and the whole
 prompt), so an interrupted or repeated synthesis pays for no call twice. Keys are never written.
 """
@@ -15,15 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from irflow.tasks.annotate import calls
-from irflow.tasks.annotate.battle import estimate_tokens
-from irflow.tasks.annotate.calls import GeneratorAuthError, Outcome, ask_all, request_key
-from irflow.tasks.annotate.judges import make_judge, parse_judge
-from irflow.tasks.annotate.llm_judges import OpenAIJudge, PromptJudge
+from irflow.tasks import llm
 from irflow.tasks.core.config import cache_dir
-from irflow.tasks.core.schema import InputError, IrflowError
+from irflow.tasks.core.schema import IrflowError
+from irflow.tasks.llm import LLMClient, estimate_tokens, make_llm
 
-LLM_KINDS = ("openai", "anthropic", "gemini")
 QUERIES_SCHEMA = {
     "type": "object",
     "additionalProperties": False,
@@ -49,28 +45,21 @@ class Request:
     key: str  # content key of the answer: generator identity + prompt
 
 
-def make_generator(spec: str, price_per_1k: float | None = None) -> PromptJudge:
-    """The LLM a spec names (annotate's judge grammar, LLM kinds only). Nothing is called yet."""
-    parsed = parse_judge(spec, "--llm")
-    if parsed.kind not in LLM_KINDS:
-        raise InputError(f"--llm takes an LLM spec ({', '.join(k + ':MODEL' for k in LLM_KINDS)}), not {spec!r}")
-    generator = make_judge(parsed, price_per_1k=price_per_1k)
-    assert isinstance(generator, PromptJudge)
-    generator.role = "query generator"
-    if isinstance(generator, OpenAIJudge):
-        generator.answer_schema = ("synthetic_queries", QUERIES_SCHEMA)
-    return generator
+def make_generator(spec: str, price_per_1k: float | None = None) -> LLMClient:
+    """The LLM a ``--llm`` spec names, asked for JSON ``{"queries": [...]}``. Nothing is called yet."""
+    schema = ("synthetic_queries", QUERIES_SCHEMA)
+    return make_llm(spec, "--llm", "query generator", price_per_1k=price_per_1k, answer_schema=schema)
 
 
-class AnswerCache(calls.AnswerCache):
-    """The synthesis answer cache (:class:`irflow.tasks.annotate.calls.AnswerCache`), by default in the
+class AnswerCache(llm.AnswerCache):
+    """The synthesis answer cache (:class:`irflow.tasks.llm.AnswerCache`), by default in the
     cache folder's ``synthesize/answers.jsonl``."""
 
     def __init__(self, path: Path | None = None) -> None:
         super().__init__(path or cache_dir() / "synthesize" / "answers.jsonl")
 
 
-def estimate(requests: list[Request], generator: PromptJudge, cached: set[str]) -> dict[str, Any]:
+def estimate(requests: list[Request], generator: LLMClient, cached: set[str]) -> dict[str, Any]:
     """Calls, tokens (about 4 characters a token, plus the expected answers) and USD of the requests
     whose answers are not cached; ``price_per_1k`` is the generator's (a placeholder unless set)."""
     todo = [r for r in requests if r.key not in cached]
@@ -93,12 +82,8 @@ def calls_for(queries: int, per_call: int, overgenerate: float) -> int:
 __all__ = [
     "AnswerCache",
     "GenerationFailedError",
-    "GeneratorAuthError",
-    "Outcome",
     "Request",
-    "ask_all",
     "calls_for",
     "estimate",
     "make_generator",
-    "request_key",
 ]

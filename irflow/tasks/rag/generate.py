@@ -6,8 +6,8 @@ Specs (``--generator``):
   An honest baseline (what retrieval alone puts in front of a reader) and what the demo runs offline.
 * ``python:MODULE:CALLABLE`` — ``generate(query, contexts) -> str`` (``contexts``: the passages' texts in
   order); an exception fails that answer only, naming it.
-* an LLM in annotate's judge grammar — ``openai(OPTIONS):MODEL[@BASE_URL]`` (any OpenAI-compatible chat
-  endpoint; options as a judge's: ``key_env``, ``rpm``, ``tpm``, ``price``, ``max_tokens``, ...),
+* an LLM spec (:mod:`irflow.tasks.llm`'s grammar) — ``openai(OPTIONS):MODEL[@BASE_URL]`` (any OpenAI-compatible chat
+  endpoint; the LLM options: ``key_env``, ``rpm``, ``tpm``, ``price``, ``max_tokens``, ...),
   ``anthropic:MODEL``, ``gemini:MODEL`` — asked the versioned prompt below through the cached
   :class:`~irflow.tasks.rag.llm.CachedAsk`.
 
@@ -26,6 +26,7 @@ from typing import Any
 from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import InputError, IrflowError
 from irflow.tasks.core.urls import CredentialsInUrlError
+from irflow.tasks.llm import parse_llm
 from irflow.tasks.rag.samples import Ask, Context, Prompt, Reply
 from irflow.tasks.retrieve.python_system import import_callable
 
@@ -79,7 +80,7 @@ class Generator:
 
 
 def parse_generator(spec: str) -> Generator:
-    """A ``--generator`` spec, checked (an LLM spec by annotate's judge grammar) before any work."""
+    """A ``--generator`` spec, checked (an LLM spec by :func:`irflow.tasks.llm.parse_llm`) before any work."""
     spec = str(spec).strip()
     if spec == "extractive":
         return Generator(spec, "extractive")
@@ -89,10 +90,8 @@ def parse_generator(spec: str) -> Generator:
         if not module or not name:
             raise InputError(f"--generator: expected python:MODULE:CALLABLE, got {spec!r}")
         return Generator(spec, "python", target)
-    from irflow.tasks.annotate.judges import parse_judge
-
     try:
-        parse_judge(spec, "--generator")
+        parse_llm(spec, "--generator")
     except CredentialsInUrlError:
         raise
     except InputError as err:

@@ -1,11 +1,11 @@
 """The production :data:`~irflow.tasks.rag.samples.Ask`: every LLM call of a RAG evaluation (generation and
 judging) cached by content, concurrent, counted.
 
-A call's cache key is the client's identity (model, endpoint, answer options: ``PromptJudge.version``),
+A call's cache key is the client's identity (model, endpoint, answer options: ``LLMClient.version``),
 the whole prompt and, for a judge repeat r > 0, ``repeat r``: a rerun of the same evaluation sends no
 request and gives identical numbers, while ``--judge-repeats N`` asks each judging prompt N times for real
 the first time (run-to-run noise). Clients, retries, rate limits, key handling and redaction are
-annotate's (:mod:`irflow.tasks.annotate.calls`); answers are cached in ``<cache>/rag/answers.jsonl``.
+:mod:`irflow.tasks.llm`'s (its ``make_llm`` makes the clients); answers are cached in ``<cache>/rag/answers.jsonl``.
 Tokens are the provider's count where it sends one, else estimated at ~4 characters a token; USD is
 tokens × the client's ``price`` (USD per 1k tokens; a placeholder unless set).
 """
@@ -17,34 +17,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from irflow.tasks.annotate.battle import estimate_tokens
-from irflow.tasks.annotate.calls import AnswerCache, ask_all, request_key
-from irflow.tasks.annotate.judges import make_judge, parse_judge
-from irflow.tasks.annotate.llm_judges import OpenAIJudge, PromptJudge
 from irflow.tasks.core.config import cache_dir
-from irflow.tasks.core.schema import InputError
+from irflow.tasks.llm import AnswerCache, LLMClient, ask_all, estimate_tokens, make_llm, request_key
 from irflow.tasks.rag.samples import Prompt, Reply
 
-LLM_KINDS = ("openai", "anthropic", "gemini")
 EXPECTED_ANSWER_TOKENS = 150  # for the --dry-run estimate of an answer's length
 
 
 def answer_cache(path: Path | None = None) -> AnswerCache:
     return AnswerCache(path or cache_dir() / "rag" / "answers.jsonl")
-
-
-def make_llm(spec: str, option: str, role: str, *, free_text: bool = False) -> PromptJudge:
-    """The chat model ``spec`` names, in annotate's judge grammar (``openai(OPTIONS):MODEL[@BASE_URL]``,
-    ``anthropic:MODEL``, ``gemini:MODEL``); ``free_text``: no JSON answer format unless the spec sets one."""
-    parsed = parse_judge(spec, option)
-    if parsed.kind not in LLM_KINDS:
-        raise InputError(f"{option} takes an LLM spec ({', '.join(k + ':MODEL' for k in LLM_KINDS)}), not {spec!r}")
-    client = make_judge(parsed)
-    assert isinstance(client, PromptJudge)
-    client.role = role
-    if free_text and isinstance(client, OpenAIJudge) and "response_format" not in dict(parsed.options):
-        client.response_format = "none"
-    return client
 
 
 @dataclass
@@ -76,7 +57,7 @@ class _Request:
 class CachedAsk:
     """An :data:`~irflow.tasks.rag.samples.Ask` over one chat client; ``repeat`` r > 0 keys the calls apart."""
 
-    def __init__(self, client: PromptJudge, cache: AnswerCache, usage: Usage | None = None, repeat: int = 0) -> None:
+    def __init__(self, client: LLMClient, cache: AnswerCache, usage: Usage | None = None, repeat: int = 0) -> None:
         self.client, self.cache, self.repeat = client, cache, repeat
         self.usage = usage if usage is not None else Usage()
 
@@ -123,3 +104,7 @@ class CachedAsk:
             "price_per_1k": self.client.price_per_1k,
             "model": self.client.name,
         }
+
+
+# make_llm is irflow.tasks.llm's, importable here for irflow.api.rag
+__all__ = ["EXPECTED_ANSWER_TOKENS", "CachedAsk", "Usage", "answer_cache", "make_llm"]

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from irflow.tasks.ingest import load_dataset
+from irflow.tasks.llm import make_llm
 from irflow.tasks.rag import answers as answer_files
 from irflow.tasks.rag.generate import parse_generator, render_prompt
 from irflow.tasks.rag.id_based import ID_METRICS
-from irflow.tasks.rag.llm import CachedAsk, answer_cache, make_llm
+from irflow.tasks.rag.llm import CachedAsk, answer_cache
 from irflow.tasks.rag.samples import Context, Prompt
 from irflow.tasks.retrieve.searchers import retrieve
 

@@ -1,4 +1,4 @@
-"""Cached, concurrent calls of any prompt to an LLM client of :mod:`~irflow.tasks.annotate.llm_judges`.
+"""Cached, concurrent calls of any prompt to an LLM client of :mod:`~irflow.tasks.llm.clients`.
 
 Shared by every step that asks an LLM something other than the pairwise battle (query synthesis, RAG
 answer generation and judging): each call is keyed by the client's identity (model, endpoint, answer
@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from irflow.tasks.annotate.battle import JudgeAuthError, JudgeCallError, JudgeSetupError
-from irflow.tasks.annotate.llm_judges import PromptJudge
 from irflow.tasks.core.atomic import file_lock
 from irflow.tasks.core.progress import Progress
 from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import InputError, IrflowError
+from irflow.tasks.llm.clients import LLMAuthError, LLMCallError, LLMClient, LLMSetupError
 
 
 class GeneratorAuthError(IrflowError):
@@ -49,7 +48,7 @@ class Outcome:
     cached: bool = False
 
 
-def request_key(generator: PromptJudge, system: str, user: str, salt: str = "") -> str:
+def request_key(generator: LLMClient, system: str, user: str, salt: str = "") -> str:
     """The answer's cache key: the client's version (model, endpoint, answer options), the prompt and
     ``salt`` (e.g. a repeat number, so a repeat is a call of its own)."""
     text = "\0".join((generator.version, system, user, *((salt,) if salt else ())))
@@ -85,7 +84,7 @@ class AnswerCache:
 
 
 def ask_all(
-    requests: Sequence[Asked], generator: PromptJudge, cache: AnswerCache, what: str = "LLM calls"
+    requests: Sequence[Asked], generator: LLMClient, cache: AnswerCache, what: str = "LLM calls"
 ) -> dict[str, Outcome]:
     """Every request's answer (cached ones from the cache), at most ``generator.concurrency`` in flight,
     with progress (calls/s, ETA) named ``what`` on a terminal. A refused key stops everything at once
@@ -96,13 +95,13 @@ def ask_all(
     if todo:
         try:
             generator.prepare()
-        except JudgeSetupError as err:
+        except LLMSetupError as err:
             raise InputError(str(err)) from None
         outcomes |= asyncio.run(_ask(todo, generator, cache, what))
     return outcomes
 
 
-async def _ask(todo: list[Asked], generator: PromptJudge, cache: AnswerCache, what: str) -> dict[str, Outcome]:
+async def _ask(todo: list[Asked], generator: LLMClient, cache: AnswerCache, what: str) -> dict[str, Outcome]:
     gate = asyncio.Semaphore(max(1, generator.concurrency))
     refused = asyncio.Event()
     progress = Progress(what, len(todo), unit="calls")  # rate and ETA on a terminal only
@@ -113,9 +112,9 @@ async def _ask(todo: list[Asked], generator: PromptJudge, cache: AnswerCache, wh
                 return request.key, Outcome(None, "not asked: the key was refused")
             try:
                 text, _ = await generator.complete(request.system, request.user)
-            except JudgeCallError as err:
+            except LLMCallError as err:
                 return request.key, Outcome(None, str(err))
-            except JudgeAuthError:
+            except LLMAuthError:
                 refused.set()
                 raise
             finally:
@@ -127,7 +126,7 @@ async def _ask(todo: list[Asked], generator: PromptJudge, cache: AnswerCache, wh
     tasks = [asyncio.create_task(one(r)) for r in todo]
     try:
         return dict(await asyncio.gather(*tasks))
-    except JudgeAuthError as err:
+    except LLMAuthError as err:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
