@@ -165,7 +165,7 @@ def prefect_server() -> Iterator[str]:
         os.environ.update(PREFECT_API_URL=server.api_url, PREFECT_UI_URL="")
         yield server.api_url
     finally:
-        from _cli import drain_prefect_workers
+        from support.cli import drain_prefect_workers
 
         drain_prefect_workers()  # the logs of commands run in this process, while the server still listens
         for key in ("PREFECT_API_URL", "PREFECT_UI_URL"):

@@ -1,4 +1,4 @@
-"""``irflow annotate`` as a user runs it, against a fake OpenAI-compatible judge (tests/_fake_chat.py):
+"""``irflow annotate`` as a user runs it, against a fake OpenAI-compatible judge (tests/support/fake_chat.py):
 a refused key stops the command after one request with no grades and the key nowhere; a judge whose model
 or endpoint changed asks again instead of reusing the stored votes; ``--input`` grades every candidate."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from _cli import irflow
-from _fake_chat import SECRET, FakeChat, corpus, write_query_documents
+from support.cli import irflow
+from support.fake_chat import SECRET, FakeChat, corpus, write_query_documents
 
 pytestmark = pytest.mark.e2e
 

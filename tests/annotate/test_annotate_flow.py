@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from _cli import irflow
+from support.cli import irflow
 
 pytestmark = pytest.mark.e2e
 

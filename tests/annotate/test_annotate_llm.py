@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from _fake_chat import SECRET, FakeChat, corpus, write_query_documents
+from support.fake_chat import SECRET, FakeChat, corpus, write_query_documents
 
 from irflow.tasks.annotate.battle import parse_answer
 from irflow.tasks.annotate.judges import make_judge, parse_judge

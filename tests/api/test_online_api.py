@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from _abtest import simulate_log
-from _cli import irflow
+from support.abtest import simulate_log
+from support.cli import irflow
 
 from irflow.api.online import ABTest, Interleaving, abtest, interleave, power
 from irflow.tasks.core.schema import InputError

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from _cli import irflow
+from support.cli import irflow
 
 from irflow.api.rag import RagEvaluation, evaluate_rag
 from irflow.tasks.core.schema import InputError

@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from _folders import hostile_folder
+from support.folders import hostile_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = {

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from _judges import techdocs_judge_and_human
+from support.judges import techdocs_judge_and_human
 
 from irflow.cli.main import main
 from irflow.tasks.evalsets.agreement import judge_agreement

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from _cli import irflow
+from support.cli import irflow
 
 from irflow.tasks.core.paths import describe_path
 from irflow.tasks.core.schema import InputError

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from _cli import irflow_process as irflow  # a new process, as typed: import-time lines count too
+from support.cli import irflow_process as irflow  # a new process, as typed: import-time lines count too
 
 pytestmark = pytest.mark.e2e
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from _cli import irflow
+from support.cli import irflow
 
 from irflow.tasks.core import run_identity
 from irflow.tasks.core.schema import InputError

@@ -14,8 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from _cli import irflow
-from _fake_chat import FakeChat
+from support.cli import irflow
+from support.fake_chat import FakeChat
 
 from irflow.tasks.annotate.judges import parse_judge
 from irflow.tasks.core.redact import redact

@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from _cli import ROOT, irflow, script_server
+from support.cli import irflow
+from support.services import script_server
 
 from irflow.tasks.core.http_client import (
     Call,
@@ -36,9 +37,8 @@ MEASURES = ["nDCG@10", "R@100"]
 
 @contextmanager
 def embedding_service(log: Path) -> Iterator[str]:
-    """Start tests/_embedding_service.py; yields its base URL; stops it by its PID."""
-    script = str(ROOT / "tests" / "_embedding_service.py")
-    with script_server(script, str(log), KEY, env={**os.environ, "HF_HUB_OFFLINE": "1"}) as port:
+    """Start tests/support/embeddings.py; yields its base URL; stops it by its PID."""
+    with script_server("support.embeddings", str(log), KEY, env={**os.environ, "HF_HUB_OFFLINE": "1"}) as port:
         yield f"http://127.0.0.1:{port}"
 
 

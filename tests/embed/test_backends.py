@@ -222,7 +222,7 @@ def test_irflow_run_reports_what_int8_costs_beside_torch_fp32(onnx_cache: Path, 
     import json
     import os
 
-    from _cli import irflow
+    from support.cli import irflow
 
     int8 = "dense(backend=onnx,quantize=int8):sentence-transformers/all-MiniLM-L6-v2"
     torch = "dense:sentence-transformers/all-MiniLM-L6-v2"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _scifact import scifact
+from support.scifact import scifact
 
 from irflow.tasks.core.schema import Dataset, UnknownNameError
 from irflow.tasks.embed import cache as embed_cache

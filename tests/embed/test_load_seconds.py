@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _toy import tiny_dataset
+from support.toy import tiny_dataset
 
 from irflow.tasks.embed.sharding import corpus_job, encode_job, encode_shard
 from irflow.tasks.report.cost import _rate

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from _cli import irflow
-from _scifact import SCIFACT_ZIP, require_scifact
+from support.cli import irflow
+from support.scifact import SCIFACT_ZIP, require_scifact
 
 from irflow.tasks import ingest
 from irflow.tasks.core.schema import InputError

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from _cli import irflow
+from support.cli import irflow
 
 from irflow.tasks import ingest
 from irflow.tasks.core.schema import InputError, UnknownNameError

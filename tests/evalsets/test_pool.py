@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from _cli import irflow
+from support.cli import irflow
 
 from irflow.cli.pool import cmd_agreement
 from irflow.tasks import ingest
@@ -239,7 +239,7 @@ def test_one_grade_only_is_undefined_not_perfect_agreement(tmp_path: Path, capsy
 
 
 def test_a_run_files_document_missing_from_the_corpus_is_left_out_of_the_pool(tmp_path: Path) -> None:
-    from _toy import tiny_dataset
+    from support.toy import tiny_dataset
 
     from irflow.tasks.evalsets.pool import pool, write_pool
     from irflow.tasks.retrieve import retrieve

@@ -1,5 +1,5 @@
 """Synthetic queries (``irflow datasets synthesize``): sampling, parsing, de-duplication, and the whole
-command against a fake OpenAI-compatible chat server on 127.0.0.1 (tests/_chat_service.py)."""
+command against a fake OpenAI-compatible chat server on 127.0.0.1 (tests/support/synth_chat.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from _cli import ROOT, irflow, script_server
+from support.cli import irflow
+from support.services import script_server
 
 from irflow.tasks import ingest
 from irflow.tasks.core.schema import InputError
@@ -20,7 +21,7 @@ from irflow.tasks.evalsets.synthesize import SynthesisConfig, collect, parse_que
 from irflow.tasks.evalsets.synthesize_llm import AnswerCache, Request, make_generator
 from irflow.tasks.llm import Outcome, ask_all, request_key
 
-SERVICE = str(ROOT / "tests" / "_chat_service.py")
+SERVICE = "support.synth_chat"
 KEY = "sk-test-synthesize-0123456789"
 
 

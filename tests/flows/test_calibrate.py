@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from _cli import irflow
-from _judges import techdocs_judge_and_human
+from support.cli import irflow
+from support.judges import techdocs_judge_and_human
 
 from irflow.flows.evaluate import evaluate_flow
 from irflow.tasks.compare.calibration import calibrated_mean

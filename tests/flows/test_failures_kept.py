@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _cli import ROOT, irflow
+from support.cli import ROOT, irflow
 
 HERE = "test_failures_kept"
 
@@ -42,7 +42,7 @@ class LatencyFails:
 
 
 def test_sys_exit_in_a_plugin_is_a_named_failure_of_its_system() -> None:
-    from _toy import tiny_dataset
+    from support.toy import tiny_dataset
 
     from irflow.tasks.core.schema import InputError
     from irflow.tasks.retrieve.searchers import retrieve
@@ -104,7 +104,7 @@ def test_a_chroma_server_that_is_down_fails_its_system_alone_in_one_line(tmp_pat
     """The Chroma-down case of issue 28: the good system's table, one error line for the other (the named
     ChromaError, listed under the table), no traceback on the terminal (it is in the log file), exit 2."""
     pytest.importorskip("chromadb", reason="needs the chroma extra: pip install -e '.[chroma]'")
-    from _chroma import free_port
+    from support.services import free_port
 
     out, port = tmp_path / "out", free_port()  # nothing listens there: the server is down
     env = {

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _folders import hostile_folder
+from support.folders import hostile_folder
+from support.services import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -47,12 +47,6 @@ def test_deployments_nightly_schedule_and_adhoc_parameters() -> None:
     assert "experiment" in suite._parameter_openapi_schema.properties
     with pytest.raises(Exception, match="Mars"):
         build_deployments(timezone="Mars/Olympus")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait(what: str, check: Callable[[], Any], timeout: float, every: float = 1.0) -> Any:
@@ -128,7 +122,7 @@ def test_served_deployments_run_adhoc_with_parameters_and_schedule_nightly(
     from prefect.client.schemas.objects import StateType
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    prefect_port, mlflow_port = _free_port(), _free_port()
+    prefect_port, mlflow_port = free_port(), free_port()
     api, tracking = f"http://127.0.0.1:{prefect_port}/api", f"http://127.0.0.1:{mlflow_port}"
     env = {
         **os.environ,

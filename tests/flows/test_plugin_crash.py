@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from _cli import irflow_process
+from support.cli import irflow_process
 
 pytestmark = pytest.mark.e2e
 

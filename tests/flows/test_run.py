@@ -10,8 +10,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from _cli import irflow
-from _stores import read_only_database
+from support.cli import irflow
+from support.stores import read_only_database
 
 from irflow.tasks.core.output_folder import check_output, publish
 from irflow.tasks.core.runs import read_trec

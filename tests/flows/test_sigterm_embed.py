@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _cli import ROOT
+from support.cli import ROOT
 
 pytestmark = [
     pytest.mark.e2e,

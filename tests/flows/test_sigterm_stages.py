@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _cli import ROOT
+from support.cli import ROOT
 
 pytestmark = pytest.mark.e2e
 

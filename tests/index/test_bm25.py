@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from _toy import tiny_dataset
+from support.toy import tiny_dataset
 
 from irflow.tasks.core.config import cache_dir
 from irflow.tasks.core.runs import order_run

@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from _chroma import chroma_server, free_port
+from support.chroma import chroma_server
+from support.services import free_port
 
 from irflow.tasks.core.runs import order_run
 from irflow.tasks.core.schema import InputError
@@ -160,7 +161,7 @@ def test_chroma_on_nfcorpus_matches_exact_faiss_and_reports_recall(beir_dataset,
 def test_dense_chroma_system_through_retrieve(client):
     """``dense(index=chroma):minilm`` end to end on a SciFact subset: same metrics as exact flat,
     the index's settings and recall in the retrieval info and MLflow params, nothing left behind."""
-    from _scifact import scifact
+    from support.scifact import scifact
 
     from irflow.tasks.metrics import evaluate, mean
     from irflow.tasks.retrieve.searchers import measure_latency, retrieve
@@ -289,14 +290,14 @@ def test_a_killed_runs_collection_is_swept_by_the_next_run_and_others_are_kept(c
 def test_the_test_server_dies_with_a_killed_test_process(tmp_path):
     """``chroma_server`` runs ``chroma run`` through irflow.tasks.core.child: SIGKILL the process that
     started it (no ``finally`` runs) and the server still goes away."""
-    from _chroma import _answers
+    from support.chroma import _answers
 
     (tmp_path / "db").mkdir()
     script = textwrap.dedent(
         f"""
         import sys, time
         from pathlib import Path
-        from _chroma import chroma_server
+        from support.chroma import chroma_server
         with chroma_server(Path({str(tmp_path / "db")!r})) as url:
             print(url, flush=True)
             time.sleep(600)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _scifact import scifact
+from support.scifact import scifact
 
 from irflow.tasks.core.schema import InputError, UnknownNameError
 from irflow.tasks.embed import cache as embed_cache

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from _clicks import EXAMINATION, simulate
 from scipy import stats
+from support.clicks import EXAMINATION, simulate
 
 from irflow.tasks import ingest
 from irflow.tasks.core.runs import order_run

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from _toy import DOCS, QRELS, QUERIES, write_beir
+from support.toy import DOCS, QRELS, QUERIES, write_beir
 
 from irflow.tasks import ingest
 from irflow.tasks.core.atomic import is_temp_name

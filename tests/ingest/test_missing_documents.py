@@ -16,8 +16,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from _cli import irflow
-from _scifact import SCIFACT_ZIP, require_scifact
+from support.cli import irflow
+from support.scifact import SCIFACT_ZIP, require_scifact
 
 from irflow.tasks.core.runs import read_trec
 from irflow.tasks.systems.specs import as_spec

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from _cli import irflow
 from scipy import stats
+from support.cli import irflow
 
 from irflow.tasks import ingest
 from irflow.tasks.compare import analysis

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from _toy import DOCS, QRELS, QUERIES, ingest_rounds, snapshot, write_beir
+from support.toy import DOCS, QRELS, QUERIES, ingest_rounds, snapshot, write_beir
 
 from irflow.cli.main import main
 from irflow.tasks import ingest

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
-from _abtest import simulate_log
-from _cli import irflow
+from support.abtest import simulate_log
+from support.cli import irflow
 
 from irflow.tasks.online.abtest import analyse
 from irflow.tasks.online.abtest_log import read_ab_log

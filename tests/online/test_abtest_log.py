@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from _abtest import simulate_log
+from support.abtest import simulate_log
 
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.online.abtest import analyse, available_metrics, choose_control

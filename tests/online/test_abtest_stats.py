@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from _abtest import simulate_daily, simulate_log, simulate_units
+from support.abtest import simulate_daily, simulate_log, simulate_units
 
 from irflow.tasks.online.abtest import (
     Z_95,

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from _cli import irflow
 from scipy import stats
 from statsmodels.stats.power import TTestPower
+from support.cli import irflow
 
 from irflow.tasks.online.interleave import team_draft
 from irflow.tasks.tracking import Tracker

@@ -1,7 +1,7 @@
 """On SciFact, team-draft interleaving of BM25 and MiniLM with simulated users prefers the system with the
 higher nDCG@10, and needs fewer queries to do so than a CTR A/B test on the same users.
 
-The corpus is ``scifact(300)`` (tests/_scifact.py): the judged documents of the first 150 test queries
+The corpus is ``scifact(300)`` (tests/support/scifact.py): the judged documents of the first 150 test queries
 plus other SciFact documents up to 300, so MiniLM encodes 300 documents at 64 tokens instead of 5,183
 (minutes): the module takes ~33 s of CPU here, model load included (2.5 min of wall time at a load
 average of 10). The ranking task is easier than on the full corpus, but the two systems still differ
@@ -11,7 +11,7 @@ average of 10). The ranking task is easier than on the full corpus, but the two 
 from __future__ import annotations
 
 import pytest
-from _scifact import scifact
+from support.scifact import scifact
 
 from irflow.tasks.metrics import evaluate, mean
 from irflow.tasks.online.clickmodels import house_grades, parse_click_model

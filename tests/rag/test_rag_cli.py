@@ -1,5 +1,5 @@
 """``irflow rag`` end to end: the offline demo (extractive answers from two systems, tracked, a paired test)
-and generation by a scripted OpenAI-compatible server on 127.0.0.1 (tests/_rag_chat_service.py): failures
+and generation by a scripted OpenAI-compatible server on 127.0.0.1 (tests/support/rag_chat.py): failures
 counted and named, a rerun asks only what was not answered, the key in no file, log or MLflow record."""
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from _cli import ROOT, irflow, script_server
+from support.cli import irflow
+from support.services import script_server
 
 from irflow.tasks.ingest import load_dataset
 from irflow.tasks.rag.id_based import ID_METRICS
 
-SERVICE = str(ROOT / "tests" / "_rag_chat_service.py")
+SERVICE = "support.rag_chat"
 KEY = "sk-test-rag-0123456789abcdef"
 
 
@@ -141,12 +142,12 @@ def test_generation_by_a_chat_server_is_cached_counted_and_keeps_the_key_out(tmp
         assert KEY not in output.stdout + output.stderr
 
 
-JUDGE = str(ROOT / "tests" / "rag" / "_judge_service.py")
+JUDGE = "support.ragas_judge"
 
 
 @pytest.mark.e2e
 def test_answers_files_judged_by_a_scripted_judge_with_repeats_and_a_cached_rerun(tmp_path: Path) -> None:
-    """Two pipelines' answers files, every LLM-judged metric from the scripted judge (tests/rag/_judge_service.py),
+    """Two pipelines' answers files, every LLM-judged metric from the scripted judge (tests/support/ragas_judge.py),
     asked twice (--judge-repeats 2: both repeats real calls); a rerun sends no request and gives the same numbers."""
     data = load_dataset("techdocs")
     texts = data.corpus.set_index("doc_id")["text"]

@@ -1,6 +1,6 @@
 """ragas 0.4 and irflow score the same samples alike, judged by one scripted OpenAI-compatible server.
 
-The server (tests/rag/_judge_service.py, a subprocess on 127.0.0.1, stopped by its PID) answers ragas'
+The server (tests/support/ragas_judge.py, a subprocess on 127.0.0.1, stopped by its PID) answers ragas'
 structured prompts and irflow's from one deterministic oracle; both sides embed with the local MiniLM
 (ragas through its own ``HuggingFaceEmbeddings`` wrapper). Every per-sample score of every LLM-judged
 metric must agree to 1e-6.
@@ -24,14 +24,14 @@ import pytest
 if importlib.util.find_spec("ragas") is None:  # installed, it must import: no importorskip hiding a breakage
     pytest.skip("the parity test needs ragas 0.4 (pip install -e '.[test]')", allow_module_level=True)
 
-from _cli import script_server
+from support.services import script_server
 
 from irflow.tasks.embed.inference import encode
 from irflow.tasks.embed.models import resolve_model
 from irflow.tasks.rag.judged import LLM_METRICS, judge
 from irflow.tasks.rag.samples import Answer, Context, Prompt, Reply
 
-SERVICE = str(Path(__file__).with_name("_judge_service.py"))
+SERVICE = "support.ragas_judge"
 pytestmark = pytest.mark.filterwarnings("ignore:`langchain-community` is being sunset:DeprecationWarning")
 
 SAMPLES = [

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from _clicks import simulate
+from support.clicks import simulate
 
 from irflow.tasks import ingest
 from irflow.tasks.core.runs import read_trec

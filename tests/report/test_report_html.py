@@ -21,7 +21,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from _stores import mlflow_server
+from support.stores import mlflow_server
 
 from irflow.tasks.core.schema import Dataset
 from irflow.tasks.metrics import evaluate, mean

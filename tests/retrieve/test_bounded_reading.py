@@ -17,7 +17,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from _toy import tiny_dataset
+from support.toy import tiny_dataset
 
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.retrieve import read_run, retrieve
@@ -131,7 +131,7 @@ def test_a_gzip_run_of_several_members_reads_whole_and_a_cut_one_fails(tmp_path:
 
 SERVICE = """
 import http.server, json, threading
-from _toy import tiny_dataset
+from support.toy import tiny_dataset
 from irflow.tasks.retrieve import retrieve
 
 hits = [{"id": doc, "score": 1e6 - i} for i, doc in enumerate(["d1", "d3"])]

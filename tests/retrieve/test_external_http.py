@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from _cli import ROOT, irflow, script_server
+from support.cli import irflow
+from support.services import script_server
 
 from irflow.tasks.core.runs import write_trec
 from irflow.tasks.core.schema import Dataset, InputError, UnknownNameError
@@ -27,8 +28,8 @@ MEASURES = ["nDCG@10", "R@100", "P@10", "AP@100"]
 
 @contextmanager
 def search_service(hits: Path, log: Path, token: str | None = TOKEN) -> Iterator[str]:
-    """Start tests/_search_service.py; yields its base URL; stops it by its PID."""
-    args = [str(ROOT / "tests" / "_search_service.py"), str(hits), str(log), *([token] if token else [])]
+    """Start tests/support/search.py; yields its base URL; stops it by its PID."""
+    args = ["support.search", str(hits), str(log), *([token] if token else [])]
     with script_server(*args) as port:
         yield f"http://127.0.0.1:{port}"
 
@@ -124,7 +125,7 @@ def test_service_errors_name_the_system_and_never_show_the_token(served, tmp_pat
 
 def test_answers_of_any_shape_read_as_the_checked_path_reads_them() -> None:
     """The quick read of the common shape and the hit-by-hit read agree, and a bad hit is named either way."""
-    from _toy import tiny_dataset
+    from support.toy import tiny_dataset
 
     from irflow.tasks.retrieve.http_service import HttpSearcher, ServiceError
 
@@ -233,7 +234,7 @@ def test_irflow_run_with_a_service_load_curve_and_no_token_anywhere(served, tmp_
 def test_a_service_with_no_hit_for_any_query_is_an_error(monkeypatch) -> None:
     """No hit for every query is an error, as an empty run file is (not a run of zeros); no hit for
     some queries is a legal answer."""
-    from _toy import tiny_dataset
+    from support.toy import tiny_dataset
 
     from irflow.tasks.retrieve.http_service import HttpSearcher, ServiceError
 

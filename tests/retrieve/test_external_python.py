@@ -16,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from _cli import ROOT
-from _toy import tiny_dataset
+from support.cli import ROOT
+from support.toy import tiny_dataset
 from test_external_runs import MEASURES, pytrec_per_query
 
 from irflow.tasks.core.schema import Dataset, InputError, UnknownNameError
@@ -275,7 +275,7 @@ def test_an_entry_point_kind_in_a_fresh_process(tmp_path: Path) -> None:
         "PREFECT_HOME": str(tmp_path / "prefect"),
     }
     code = (
-        "from irflow.tasks.retrieve.searchers import retrieve; from _toy import tiny_dataset; "
+        "from irflow.tasks.retrieve.searchers import retrieve; from support.toy import tiny_dataset; "
         f"print(retrieve(tiny_dataset(), {f'fixed(answers={value}):x'!r}).run['doc_id'].tolist())"
     )
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)

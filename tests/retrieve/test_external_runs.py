@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from _cli import irflow
-from _toy import tiny_dataset
+from support.cli import irflow
+from support.toy import tiny_dataset
 
 from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.metrics import evaluate

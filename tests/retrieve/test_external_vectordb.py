@@ -1,6 +1,6 @@
 """``http:`` presets of vector databases (Qdrant, Pinecone, Milvus, Weaviate): irflow embeds each query with
 its own model (all-MiniLM-L6-v2, the offline copy) and sends the vector in the database's request shape;
-a fake database on 127.0.0.1 (tests/_vector_service.py, stopped by its PID) checks that shape, finds the
+a fake database on 127.0.0.1 (tests/support/vector_db.py, stopped by its PID) checks that shape, finds the
 query by its vector and answers a precomputed BM25 run in the database's documented answer shape."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from _cli import ROOT, script_server
+from support.services import script_server
 
 from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.metrics import evaluate
@@ -51,7 +51,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[Dataset, pd.DataFr
 
 @contextmanager
 def vector_service(fixture: Path, log: Path) -> Iterator[str]:
-    with script_server(str(ROOT / "tests" / "_vector_service.py"), str(fixture), str(log), TOKEN) as port:
+    with script_server("support.vector_db", str(fixture), str(log), TOKEN) as port:
         yield f"http://127.0.0.1:{port}"
 
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _cli import ROOT
+from support.cli import ROOT
 
 from irflow.tasks.tracking.store import Tracker, ending_runs
 

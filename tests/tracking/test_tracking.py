@@ -19,8 +19,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from _cli import irflow
-from _stores import read_only_database
+from support.cli import irflow
+from support.stores import read_only_database
 
 from irflow.tasks.compare import regression
 from irflow.tasks.core.schema import InputError, UnknownNameError

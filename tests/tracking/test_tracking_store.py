@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from _cli import irflow
-from _stores import read_only_database
+from support.cli import irflow
+from support.stores import read_only_database
 
 from irflow.tasks.tracking.check import CHECK_TAG
 from irflow.tasks.tracking.log import Tracker, TrackingError, check_tracking

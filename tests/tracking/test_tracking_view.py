@@ -76,7 +76,7 @@ def test_irflow_experiments_carry_the_model_training_kind_as_the_ui_reads_it(tmp
     prints carry the workflow, see test_report_html), read through the REST API the UI calls: set on a new
     experiment and on an existing one without it; a kind someone chose is kept."""
     import mlflow
-    from _stores import mlflow_server
+    from support.stores import mlflow_server
 
     def tags(url: str, experiment_id: str) -> dict[str, str]:
         with urllib.request.urlopen(f"{url}/ajax-api/2.0/mlflow/experiments/get?experiment_id={experiment_id}") as r:

@@ -1,6 +1,7 @@
-"""A fake OpenAI-compatible judge: a ``/v1/chat/completions`` server on 127.0.0.1 (a thread of the test
-process, stopped by ``stop``) that answers pairwise battles from hidden document strengths, and the toy
-candidates it judges. Used by the judge tests in-process and by the ``irflow annotate`` command tests.
+"""A fake OpenAI-compatible judge: a ``/v1/chat/completions`` :class:`~support.services.ChatService` on
+127.0.0.1 (a thread of the test process, stopped by ``stop``) that answers pairwise battles from hidden
+document strengths, and the toy candidates it judges. Used by the judge tests in-process and by the
+``irflow annotate`` command tests.
 """
 
 from __future__ import annotations
@@ -8,29 +9,30 @@ from __future__ import annotations
 import json
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from irflow.tasks.annotate.candidates import Texts
+from support.services import ChatService, Reply, Request, completion, reply
 
 SECRET = "sk-test-DO-NOT-LEAK-1234"
 BATTLE = re.compile(r"Document A:\n(?P<a>.*?)\n\nDocument B:\n(?P<b>.*?)\n\nWhich document", re.S)
 
 
-class FakeChat:
-    """A /v1/chat/completions server on 127.0.0.1. Each document's text starts with its id; the answer is
-    ``clip(strength(B) - strength(A))`` of the documents in the order shown, fenced as models often do."""
+class FakeChat(ChatService):
+    """A /v1/chat/completions server on 127.0.0.1, started at once. Each document's text starts with its id;
+    the answer is ``clip(strength(B) - strength(A))`` of the documents in the order shown, fenced as models
+    often do."""
 
     def __init__(self, strength: dict[str, float]) -> None:
+        super().__init__()
         self.strength = strength
         self.rate_limited = 0  # answer the next N requests with 429
         self.malformed: set[frozenset[str]] = set()  # battles answered with prose, not JSON
         self.hang_after: int | None = None  # answers beyond this many block until ``gate`` opens
         self.gate = threading.Event()
-        self.requests = 0
         self.answered = 0
         self.shown: list[tuple[str, str]] = []
         self.auth: set[str] = set()
@@ -38,48 +40,30 @@ class FakeChat:
         self.echo_key = False  # answer 200 with a reasoning that quotes the Authorization header
         self.models = {"sim"}  # model names it answers for
         self.asked: dict[str, int] = {}  # answered calls per model
-        self.lock = threading.Lock()
-        outer = self
+        self.start()
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
+    @property
+    def url(self) -> str:
+        """The API's base URL (``…/v1``), as a client is given it."""
+        return f"http://127.0.0.1:{self.port}/v1"
 
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                status, payload, headers = outer.answer(self.path, self.headers.get("Authorization"), body)
-                data = json.dumps(payload).encode()
-                try:
-                    self.send_response(status)
-                    for key, value in {**headers, "Content-Type": "application/json"}.items():
-                        self.send_header(key, value)
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:  # the client was killed while this request hung
-                    pass
+    def authorised(self, request: Request) -> bool:
+        return not self.refuse
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+    def refusal(self, request: Request) -> str:
+        return f"invalid key in header Authorization: {request.auth or None}"
 
-    def answer(self, path: str, auth: str | None, body: dict) -> tuple[int, dict, dict[str, str]]:
+    def chat(self, request: Request) -> Reply:
+        auth, body = request.auth, request.body
         with self.lock:
-            self.requests += 1
-            if auth:
-                self.auth.add(auth)
-            if self.refuse:
-                return 401, {"error": {"message": f"invalid key in header Authorization: {auth}"}}, {}
             if self.rate_limited:
                 self.rate_limited -= 1
-                return 429, {"error": {"message": "slow down"}}, {"Retry-After": "0"}
+                return reply(429, {"error": {"message": "slow down"}}, {"Retry-After": "0"})
             self.answered += 1
             hang = self.hang_after is not None and self.answered > self.hang_after
         if hang:
             self.gate.wait(timeout=120)
-        assert path == "/v1/chat/completions" and body["model"] in self.models and body["temperature"] == 0
+        assert body["model"] in self.models and body["temperature"] == 0
         with self.lock:
             self.asked[body["model"]] = self.asked.get(body["model"], 0) + 1
         match = BATTLE.search(body["messages"][1]["content"])
@@ -93,12 +77,17 @@ class FakeChat:
             score = float(np.clip(self.strength[b] - self.strength[a], -1, 1))
             reasoning = f"{b} vs {a}" + (f"; my key is {auth}" if self.echo_key else "")
             content = "```json\n" + json.dumps({"reasoning": reasoning, "score": score}) + "\n```"
-        return 200, {"choices": [{"message": {"role": "assistant", "content": content}}]}, {}
+        return reply(200, completion(content))
+
+    def handle(self, request: Request) -> Reply:
+        if request.auth:
+            with self.lock:
+                self.auth.add(request.auth)
+        return super().handle(request)
 
     def stop(self) -> None:
         self.gate.set()
-        self.server.shutdown()
-        self.server.server_close()
+        super().stop()
 
 
 def corpus(n_queries: int, k: int, seed: int = 3) -> tuple[pd.DataFrame, Texts, dict[str, float]]:

@@ -2,7 +2,7 @@
 temporary folder), started through ``irflow.tasks.core.child`` so that it dies with the process that
 started it even when that process is killed, and stopped by its PID.
 
-``python -m irflow.tasks.core.child PID _chroma run ...`` runs this module as ``__main__``: the
+``python -m irflow.tasks.core.child PID support.chroma run ...`` runs this module as ``__main__``: the
 ``chroma`` command itself (its entry point has no ``__main__`` block to run).
 """
 
@@ -11,21 +11,16 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from support.services import TESTS, free_port
+
 STARTUP_S = 60.0
 STOP_S = 15.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _answers(url: str) -> bool:
@@ -42,11 +37,11 @@ def chroma_server(path: Path, port: int | None = None, startup_s: float = STARTU
     """Start ``chroma run --host 127.0.0.1 --port PORT --path PATH``; yields its URL; stops it by PID."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
     args = ["run", "--host", "127.0.0.1", "--port", str(port), "--path", str(path)]
     log = open(path.parent / f"chroma-{port}.log", "wb")  # closed in finally
     proc = subprocess.Popen(
-        [sys.executable, "-m", "irflow.tasks.core.child", str(os.getpid()), "_chroma", *args],
+        [sys.executable, "-m", "irflow.tasks.core.child", str(os.getpid()), "support.chroma", *args],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,

@@ -1,7 +1,7 @@
 """A scripted OpenAI-compatible judge on 127.0.0.1 that answers ragas 0.4's prompts and irflow's alike, for
-the parity test (tests/rag/test_ragas_parity.py).
+the parity test (tests/rag/test_ragas_parity.py) and the judged ``irflow rag`` test.
 
-Usage: ``python _judge_service.py LOG``; prints its port on the first line of stdout. Each request appends
+Usage: ``python -m support.ragas_judge LOG``; prints its port on the first line of stdout. Each request appends
 one JSON line to LOG: which side asked (``ragas`` or ``irflow``) and the step.
 
 It answers from one deterministic oracle, whoever asks:
@@ -21,17 +21,12 @@ import json
 import re
 import sys
 import threading
-from http.server import ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared JSON handler
-
-from _json_handler import JsonHandler
-
 from irflow.tasks.rag.prompts import STEPS
+from support import services
+from support.services import ChatService, Reply, Request
 
-LOG = sys.argv[1]
 LOCK = threading.Lock()
 ASKED: dict[str, int] = {}  # how often ragas asked for questions about each answer
 RAGAS_STEPS = {
@@ -100,14 +95,11 @@ def answer(messages: list[dict[str, Any]]) -> tuple[str, str, dict[str, Any]]:
     return "ragas", step, reply("ragas", step, json.loads(body))
 
 
-class Handler(JsonHandler):
-    def do_POST(self) -> None:
-        body = self.read_json()
-        if self.path != "/v1/chat/completions":
-            return self.send_json(404, {"error": "not found"})
+class RagasJudge(ChatService):
+    def chat(self, request: Request) -> Reply:
+        body = request.body
         side, step, content = answer(body["messages"])
-        with LOCK, open(LOG, "a", encoding="utf-8") as log:
-            log.write(json.dumps({"side": side, "step": step}) + "\n")
+        self.note(side=side, step=step)
         message = {"role": "assistant", "content": json.dumps(content)}
         usage = {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}
         payload = {
@@ -118,10 +110,8 @@ class Handler(JsonHandler):
             "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
             "usage": usage,
         }
-        self.send_json(200, payload)
+        return services.reply(200, payload)
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-server.daemon_threads = True
-print(server.server_address[1], flush=True)
-server.serve_forever(poll_interval=0.1)
+if __name__ == "__main__":
+    RagasJudge(log=sys.argv[1]).main()

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _chroma import free_port
+
+from support.services import free_port
 
 
 def read_only_database(path: Path) -> None:

@@ -11,12 +11,10 @@ import os
 import subprocess
 import sys
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def irflow(*args: str, env: dict[str, str], timeout: float = 600, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -88,19 +86,3 @@ def irflow_process(
         timeout=timeout,
         cwd=cwd,
     )
-
-
-@contextmanager
-def script_server(*args: str, env: dict[str, str] | None = None) -> Iterator[int]:
-    """Start a test server script (``python SCRIPT ARGS``, printing its port first); yield the port; stop
-    it by its PID (terminate, then kill after 10 s)."""
-    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        yield int(proc.stdout.readline())  # type: ignore[union-attr]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)

@@ -1,7 +1,7 @@
 """A fake OpenAI-compatible ``/v1/chat/completions`` server on 127.0.0.1 that writes queries from the
 document in the prompt, for tests of ``irflow datasets synthesize``.
 
-Usage: ``python _chat_service.py LOG TOKEN``; prints its port on the first line of stdout. Requests
+Usage: ``python -m support.synth_chat LOG TOKEN``; prints its port on the first line of stdout. Requests
 need ``Authorization: Bearer TOKEN`` (401 otherwise, echoing the header as some gateways do). The
 answer to the 3rd request is prose, not JSON (unparseable). Every other answer holds two queries:
 
@@ -18,20 +18,10 @@ from __future__ import annotations
 import json
 import re
 import sys
-import threading
-from http.server import ThreadingHTTPServer
 
-from _json_handler import JsonHandler
+from support.services import ChatService, Reply, Request, completion, reply
 
-LOG, TOKEN = sys.argv[1], sys.argv[2]
-LOCK = threading.Lock()
-SEEN = {"requests": 0}
 GENERIC = "how do I get started"
-
-
-def note(**fields: object) -> None:
-    with LOCK, open(LOG, "a", encoding="utf-8") as log:
-        log.write(json.dumps(fields) + "\n")
 
 
 def queries_for(prompt: str) -> tuple[str, list[str]]:
@@ -48,25 +38,24 @@ def queries_for(prompt: str) -> tuple[str, list[str]]:
     return style, [first, GENERIC]
 
 
-class Handler(JsonHandler):
-    def do_POST(self) -> None:
-        body = self.read_json()
-        auth = self.headers.get("Authorization", "")
-        if self.path != "/v1/chat/completions":
-            return self.send_json(404, {"error": "not found"})
-        if auth != f"Bearer {TOKEN}":
-            note(status=401)
-            return self.send_json(401, {"error": {"message": f"Incorrect API key provided: {auth}"}})
-        style, queries = queries_for(body["messages"][-1]["content"])
-        with LOCK:
-            SEEN["requests"] += 1
-            number = SEEN["requests"]
+class SynthChat(ChatService):
+    answered = 0
+
+    def refusal(self, request: Request) -> str:
+        return f"Incorrect API key provided: {request.auth}"
+
+    def refused(self, request: Request) -> None:
+        self.note(status=401)
+
+    def chat(self, request: Request) -> Reply:
+        style, queries = queries_for(request.body["messages"][-1]["content"])
+        with self.lock:
+            self.answered += 1
+            number = self.answered
         content = "Sure! Here are some queries you could use." if number == 3 else json.dumps({"queries": queries})
-        note(status=200, style=style, response_format=body.get("response_format"), unparseable=number == 3)
-        self.send_json(200, {"choices": [{"message": {"role": "assistant", "content": content}}], "usage": {}})
+        self.note(status=200, style=style, response_format=request.body.get("response_format"), unparseable=number == 3)
+        return reply(200, completion(content, {}))
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-server.daemon_threads = True
-print(server.server_address[1], flush=True)
-server.serve_forever(poll_interval=0.1)
+if __name__ == "__main__":
+    SynthChat(log=sys.argv[1], token=sys.argv[2]).main()

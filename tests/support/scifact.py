@@ -20,7 +20,7 @@ import pytest
 
 from irflow.tasks.core.schema import Dataset
 
-SHARED_DIR = Path(os.environ.get("IRFLOW_SHARED_DIR") or Path(__file__).resolve().parents[2] / "shared")
+SHARED_DIR = Path(os.environ.get("IRFLOW_SHARED_DIR") or Path(__file__).resolve().parents[3] / "shared")
 SCIFACT_ZIP = SHARED_DIR / "datasets" / "beir" / "scifact.zip"
 MISSING = f"SciFact not found at {SCIFACT_ZIP} (set IRFLOW_SHARED_DIR to the shared folder)"
 
