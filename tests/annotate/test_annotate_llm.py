@@ -8,15 +8,14 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from support import services
 from support.fake_chat import SECRET, FakeChat, corpus, write_query_documents
 
 from irflow.tasks.annotate.battle import parse_answer
@@ -280,19 +279,17 @@ def test_sdk_judges_against_a_local_server(kind: str, module: str, monkeypatch: 
     answer = json.dumps({"reasoning": "B answers it", "score": 0.75})
     paths: list[str] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
+    class Provider(services.Service):
+        """The provider's own API (Anthropic's messages, Gemini's generateContent) answering every call."""
 
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            paths.append(self.path)
+        def handle(self, request: services.Request) -> services.Reply:
+            paths.append(request.path)
             if kind == "anthropic":
                 out = {
                     "id": "msg_1",
                     "type": "message",
                     "role": "assistant",
-                    "model": body["model"],
+                    "model": request.body["model"],
                     "content": [{"type": "text", "text": answer}],
                     "stop_reason": "end_turn",
                     "stop_sequence": None,
@@ -302,23 +299,13 @@ def test_sdk_judges_against_a_local_server(kind: str, module: str, monkeypatch: 
                 out = {
                     "candidates": [{"content": {"role": "model", "parts": [{"text": answer}]}, "finishReason": "STOP"}]
                 }
-            data = json.dumps(out).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            return services.reply(200, out)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        monkeypatch.setenv("ANTHROPIC_API_KEY" if kind == "anthropic" else "GEMINI_API_KEY", SECRET)
-        judge = make_judge(f"{kind}(base_url=http://127.0.0.1:{server.server_address[1]}):model-x")
+    monkeypatch.setenv("ANTHROPIC_API_KEY" if kind == "anthropic" else "GEMINI_API_KEY", SECRET)
+    with Provider() as server:
+        judge = make_judge(f"{kind}(base_url={server.url}):model-x")
         judge.prepare()
         verdict = asyncio.run(judge.judge(Battle("q", "what?", "a", "doc a", "b", "doc b")))
-    finally:
-        server.shutdown()
-        server.server_close()
     assert verdict.score == 0.75 and verdict.reasoning == "B answers it" and len(paths) == 1
 
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from support import services
 from support.cli import irflow
 from support.services import script_server
 
@@ -207,33 +206,18 @@ def test_an_answer_that_echoes_the_key_is_cached_and_used_redacted(
 ) -> None:
     """HTTP 200 whose queries quote the Authorization header: the answer cache and the answer used hold ***."""
 
-    class Echo(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
+    class Echo(services.ChatService):
+        def chat(self, request: services.Request) -> services.Reply:
+            queries = [f"my key is {request.headers.get('Authorization')}", "what is bm25"]
+            return services.reply(200, services.completion(json.dumps({"queries": queries})))
 
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers["Content-Length"]))
-            queries = [f"my key is {self.headers.get('Authorization')}", "what is bm25"]
-            content = json.dumps({"queries": queries})
-            data = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    try:
-        generator = make_generator(f"openai(concurrency=1):fake@http://127.0.0.1:{server.server_address[1]}/v1")
-        request = Request("d1", "keyword", 2, "system", "user", request_key(generator, "system", "user"))
+    with Echo() as server:
+        generator = make_generator(f"openai(concurrency=1):fake@{server.url}/v1")
+        asked = Request("d1", "keyword", 2, "system", "user", request_key(generator, "system", "user"))
         cache = AnswerCache(tmp_path / "answers.jsonl")
-        outcome = ask_all([request], generator, cache)[request.key]
-    finally:
-        server.shutdown()
-        server.server_close()
+        outcome = ask_all([asked], generator, cache)[asked.key]
     assert outcome.text is not None and parse_queries(outcome.text) == ["my key is Bearer ***", "what is bm25"]
-    assert parse_queries(cache.load()[request.key]) == ["my key is Bearer ***", "what is bm25"]
+    assert parse_queries(cache.load()[asked.key]) == ["my key is Bearer ***", "what is bm25"]
     out, err = capfd.readouterr()
     assert KEY not in out + err and _files_holding(tmp_path, KEY) == []

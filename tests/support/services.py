@@ -17,9 +17,10 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -38,10 +39,11 @@ def free_port() -> int:
 
 @dataclass(frozen=True)
 class Request:
-    """One request as a service sees it: path, headers, JSON body (``{}`` when empty)."""
+    """One request as a service sees it: path, headers (case-insensitive, as received), JSON body (``{}``
+    when empty)."""
 
     path: str
-    headers: Mapping[str, str]
+    headers: Message
     body: Any
 
     @property
@@ -84,7 +86,7 @@ class JsonHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         service = self.server.service
-        request = Request(self.path, dict(self.headers.items()), self.read_json())
+        request = Request(self.path, self.headers, self.read_json())
         with service.lock:
             service.requests += 1
         status, body, headers = service.handle(request)
