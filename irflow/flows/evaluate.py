@@ -42,7 +42,7 @@ from irflow.tasks.metrics import parse_measures
 from irflow.tasks.report import write as report_stage
 from irflow.tasks.retrieve.searchers import measure_latency, retrieve
 from irflow.tasks.systems.labels import default_label
-from irflow.tasks.systems.specs import as_spec
+from irflow.tasks.systems.specs import SystemSpec, as_spec
 from irflow.tasks.tracking.log import TrackingOptions, check_tracking
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ def system_task_name(stage: str) -> Callable[[], str]:
     def name() -> str:
         from prefect.runtime import task_run
 
-        return f"{stage} {default_label(str(task_run.parameters.get('system', '?')))}"
+        return f"{stage} {default_label(task_run.parameters.get('system', '?'))}"
 
     return name
 
@@ -139,12 +139,14 @@ def ingest_task(name: str, split: str | None) -> Dataset:
 
 
 @task(name="retrieve", task_run_name=system_task_name("retrieve"), cache_policy=NONE)
-def retrieve_task(dataset: Dataset, system: str, depth: int | None) -> Any:
+def retrieve_task(dataset: Dataset, system: str | SystemSpec, depth: int | None) -> Any:
     return retrieve(dataset, system, depth)
 
 
 @task(name="latency", task_run_name=system_task_name("latency"), cache_policy=NONE)
-def latency_task(dataset: Dataset, system: str, depth: int | None, num_runs: int, seed: int = 0) -> dict[str, Any]:
+def latency_task(
+    dataset: Dataset, system: str | SystemSpec, depth: int | None, num_runs: int, seed: int = 0
+) -> dict[str, Any]:
     latency = measure_latency(dataset, system, depth=depth, num_runs=num_runs, seed=seed)
     return {k: v for k, v in vars(latency).items() if k not in ("system", "info")}
 
@@ -192,7 +194,7 @@ class PrefectStages(Stages):
         return embed_stage(dataset, specs)
 
     def retrieve(self, dataset: Dataset, systems: Sequence[SystemEntry], depth: int | None) -> dict[str, Any]:
-        futures = {e.key: retrieve_task.submit(dataset, e.key, depth) for e in systems if e.source is None}
+        futures = {e.key: retrieve_task.submit(dataset, e.spec, depth) for e in systems if e.source is None}
         wait(list(futures.values()))
         out: dict[str, Any] = {}
         for entry in systems:
@@ -204,7 +206,7 @@ class PrefectStages(Stages):
                 out[entry.key] = exc
         return out
 
-    def latency(self, dataset: Dataset, system: str, depth: int | None, runs: int, seed: int) -> dict[str, Any]:
+    def latency(self, dataset: Dataset, system: SystemSpec, depth: int | None, runs: int, seed: int) -> dict[str, Any]:
         return latency_task(dataset, system, depth, runs, seed)
 
     def metrics(
