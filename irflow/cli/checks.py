@@ -86,9 +86,17 @@ def check_llm(spec: str | None, option: str) -> None:
     """A judge, generator or query-writing LLM spec parses (nothing is called, no key is read)."""
     if spec is None:
         return
-    from irflow.tasks.annotate.judges import parse_judge
+    from irflow.api.request import suggestion
+    from irflow.tasks.annotate.judges import KINDS, parse_judge
+    from irflow.tasks.core.schema import UnknownNameError
 
-    parse_judge(spec, option)
+    try:
+        parse_judge(spec, option)
+    except (InputError, UnknownNameError) as exc:
+        first = str(exc).split("\n")[0].split("; valid kinds")[0]
+        kind = str(spec).partition(":")[0].partition("(")[0]
+        hint = suggestion(kind, KINDS) if kind not in KINDS else ""
+        raise InputError(f"{option} {spec!r}: {first}{hint}; `irflow annotate --help` lists the forms") from None
 
 
 def check_embedder(model: str | None, option: str = "--embedder") -> None:
