@@ -95,9 +95,8 @@ def main() -> int:
                 "times_s": [round(t, 3) for t in times],
                 "within_goal": statistics.median(times) <= GOAL_S,
             }
-            print(
-                f"{name:<28} exit {last.returncode}  {statistics.median(times):5.2f} s  {'ok' if ok else 'WRONG'}  {error[:90]}"
-            )
+            verdict = "ok" if ok else "WRONG"
+            print(f"{name:<28} exit {last.returncode}  {statistics.median(times):5.2f} s  {verdict}  {error[:90]}")
     document = {
         "goal_s": GOAL_S,
         "repeats": options.repeats,
