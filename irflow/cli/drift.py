@@ -23,6 +23,8 @@ def check_drift(args: argparse.Namespace) -> None:
     from irflow.tasks.core.output_folder import check_output
     from irflow.tasks.core.schema import InputError
 
+    if args.output:
+        check_output(args.output, marker=None)  # an unwritable folder fails at once
     check_dataset(args.dataset)
     columns = log_columns(args.current, "--current", "a query log (CSV, TSV, JSONL or Parquet) with a query column")
     if "query" not in columns and "text" not in columns:
@@ -33,8 +35,6 @@ def check_drift(args: argparse.Namespace) -> None:
     if args.permutations < 1:
         raise InputError(f"--permutations expects an integer >= 1, got {args.permutations}")
     check_embedder(args.embedder)
-    if args.output:
-        check_output(args.output, marker=None)  # before the encoding: an unwritable folder fails at once
 
 
 def cmd_drift(args: argparse.Namespace) -> int:
