@@ -29,12 +29,12 @@ from irflow.api.request import (
     DEFAULT_SYSTEMS,
     EvaluationRequest,
     SystemEntry,
-    make_request,
 )
+from irflow.flows.request import request_of
 from irflow.flows.stages import embed_stage, track_task
 from irflow.tasks.core import run_identity
 from irflow.tasks.core.atomic import write_json
-from irflow.tasks.core.schema import Dataset, DownloadError, InputError
+from irflow.tasks.core.schema import Dataset, DownloadError
 from irflow.tasks.core.stop import stop_on_signal
 from irflow.tasks.experiment import check_models
 from irflow.tasks.ingest import check_name, load_dataset
@@ -229,59 +229,6 @@ class PrefectStages(Stages):
         self, evaluations: list[report_stage.SystemEvaluation], human: Dataset, measures: list[str], baseline: str
     ) -> dict[str, Any]:
         return calibrate_task(evaluations, human, measures, baseline)
-
-
-def request_of(
-    dataset: str,
-    systems: Sequence[str],
-    metrics: Sequence[str],
-    *,
-    split: str | None = None,
-    depth: int | None = None,
-    latency_runs: int = 3,
-    baseline: str | None = None,
-    seed: int = 0,
-    human: str | None = None,
-    labels: Mapping[str, str] | None = None,
-) -> EvaluationRequest:
-    """The evaluation request of ``irflow run`` and the flow's parameters, checked (errors name the
-    command-line option: ``--system``, ``--metric``, ...)."""
-    try:
-        return make_request(
-            dataset,
-            list(systems),
-            metrics=list(metrics),
-            baseline=baseline,
-            depth=depth,
-            split=split,
-            human=human,
-            seed=seed,
-            latency_runs=latency_runs,
-            labels=labels,
-        )
-    except InputError as exc:
-        raise InputError(cli_names(str(exc))) from None
-
-
-def cli_names(message: str) -> str:
-    """An API argument's name in an error, as the command line spells it (``systems:`` -> ``--system:``)."""
-    for name, option in OPTION_NAMES.items():
-        if message.startswith(name + ":") or message.startswith(name + "["):
-            return option + message[len(name) :]
-    return message
-
-
-OPTION_NAMES = {
-    "systems": "--system",
-    "metrics": "--metric",
-    "dataset": "--dataset",
-    "baseline": "--baseline",
-    "depth": "--depth",
-    "split": "--split",
-    "human": "--human",
-    "latency_runs": "--latency-runs",
-    "seed": "--seed",
-}
 
 
 # one stage at a time by default (`--task-runner dask`: with_options); cast as Prefect does for its own default
