@@ -147,7 +147,7 @@ def _seed(evaluation: Evaluation) -> int:
 def load_dataset(name: str, split: str | None = None) -> Dataset:
     """A stored dataset (``irflow datasets list``), downloaded or ingested first when needed: corpus, queries
     and qrels as DataFrames, with its manifest."""
-    from irflow.api.request import check_dataset_name, check_split
+    from irflow.api.names import check_dataset_name, check_split
     from irflow.tasks.ingest import load_dataset as load
 
     check_dataset_name(name, "name")

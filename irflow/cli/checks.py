@@ -23,7 +23,7 @@ LOG_SUFFIXES = (".csv", ".tsv", ".txt", ".jsonl", ".json", ".parquet")
 
 def check_dataset(name: str | None, option: str = "--dataset") -> None:
     """``name`` is a dataset irflow knows (embedded, the BEIR catalog, or stored); else did-you-mean."""
-    from irflow.api.request import check_dataset_name
+    from irflow.api.names import check_dataset_name
 
     if name is not None:
         check_dataset_name(name, option)
@@ -86,7 +86,7 @@ def check_llm(spec: str | None, option: str) -> None:
     """A judge, generator or query-writing LLM spec parses (nothing is called, no key is read)."""
     if spec is None:
         return
-    from irflow.api.request import suggestion
+    from irflow.api.names import suggestion
     from irflow.tasks.annotate.judges import KINDS, parse_judge
     from irflow.tasks.core.schema import UnknownNameError
 
