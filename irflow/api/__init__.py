@@ -16,19 +16,15 @@ folder), ``evaluate`` (:func:`evaluate`, :func:`load_dataset`), ``rag`` (:func:`
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from irflow.api.abtest import ABTest, SampleRatio, abtest
-    from irflow.api.evaluate import evaluate, load_dataset, track_evaluation
-    from irflow.api.evaluation import Coverage, Evaluation, Tracking
-    from irflow.api.interleave import Interleaving, interleave
-    from irflow.api.pipeline import Stages, SystemsFailed, run_evaluation
-    from irflow.api.power import Power, power
-    from irflow.api.rag import RagEvaluation, evaluate_rag
-    from irflow.api.request import EvaluationRequest, SystemEntry, make_request
-    from irflow.tasks.core.schema import Dataset, InputError
+from irflow.api.abtest import ABTest, SampleRatio, abtest
+from irflow.api.evaluate import evaluate, load_dataset, track_evaluation
+from irflow.api.evaluation import Coverage, Evaluation, Tracking
+from irflow.api.interleave import Interleaving, interleave
+from irflow.api.pipeline import Stages, SystemsFailed, run_evaluation
+from irflow.api.power import Power, power
+from irflow.api.rag import RagEvaluation, evaluate_rag
+from irflow.api.request import EvaluationRequest, SystemEntry, make_request
+from irflow.tasks.core.schema import Dataset, InputError
 
 __all__ = [
     "ABTest",
@@ -55,41 +51,3 @@ __all__ = [
     "run_evaluation",
     "track_evaluation",
 ]
-
-_MODULES = {
-    "ABTest": "abtest",
-    "SampleRatio": "abtest",
-    "abtest": "abtest",
-    "Coverage": "evaluation",
-    "Evaluation": "evaluation",
-    "Tracking": "evaluation",
-    "evaluate": "evaluate",
-    "load_dataset": "evaluate",
-    "track_evaluation": "evaluate",
-    "Interleaving": "interleave",
-    "interleave": "interleave",
-    "Power": "power",
-    "power": "power",
-    "Stages": "pipeline",
-    "SystemsFailed": "pipeline",
-    "run_evaluation": "pipeline",
-    "RagEvaluation": "rag",
-    "evaluate_rag": "rag",
-    "EvaluationRequest": "request",
-    "SystemEntry": "request",
-    "make_request": "request",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """Each name imported from its module on first use: importing one module of the API (the command line's
-    checks import ``irflow.api.names``) does not import the others."""
-    if name in ("Dataset", "InputError"):
-        from irflow.tasks.core import schema
-
-        return getattr(schema, name)
-    if name in _MODULES:
-        value = getattr(importlib.import_module(f"irflow.api.{_MODULES[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'irflow.api' has no attribute {name!r}")

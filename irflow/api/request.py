@@ -15,9 +15,10 @@ from typing import Any, TypeAlias
 
 import pandas as pd
 
-from irflow.api.names import check_dataset_name, check_split, suggestion
+from irflow.tasks.core.names import suggestion
 from irflow.tasks.core.runs import validate_depth
 from irflow.tasks.core.schema import Dataset, InputError, IrflowError, UnknownNameError
+from irflow.tasks.ingest.names import check_dataset_name, check_split
 from irflow.tasks.systems import MemorySpec, RunSpec, Spec, SystemSpec, as_spec, default_label, leaves
 
 DEFAULT_DATASET = "techdocs"

@@ -18,8 +18,8 @@ NEEDED = ("arm", "query", "clicked")  # beside the unit column (tasks.online.abt
 def check_abtest(args: argparse.Namespace) -> None:
     """The log's header (the unit, arm, query and clicked columns), the control arm and the numbers, before
     Prefect: only the header, and the arm column when ``--control`` names an arm, are read."""
-    from irflow.api.names import suggestion
     from irflow.cli.checks import column_values, log_columns, require_columns
+    from irflow.tasks.core.names import suggestion
     from irflow.tasks.core.output_folder import check_output
     from irflow.tasks.core.schema import InputError
 

@@ -23,7 +23,7 @@ LOG_SUFFIXES = (".csv", ".tsv", ".txt", ".jsonl", ".json", ".parquet")
 
 def check_dataset(name: str | None, option: str = "--dataset") -> None:
     """``name`` is a dataset irflow knows (embedded, the BEIR catalog, or stored); else did-you-mean."""
-    from irflow.api.names import check_dataset_name
+    from irflow.tasks.ingest.names import check_dataset_name
 
     if name is not None:
         check_dataset_name(name, option)
@@ -86,8 +86,8 @@ def check_llm(spec: str | None, option: str) -> None:
     """A judge, generator or query-writing LLM spec parses (nothing is called, no key is read)."""
     if spec is None:
         return
-    from irflow.api.names import suggestion
     from irflow.tasks.annotate.judges import KINDS, parse_judge
+    from irflow.tasks.core.names import suggestion
     from irflow.tasks.core.schema import UnknownNameError
 
     try:

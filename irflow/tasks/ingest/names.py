@@ -1,24 +1,15 @@
-"""Names a person types, checked without loading anything heavy: datasets, splits, and the nearest known name
-for a typo. The command line's checks import this module alone (no pandas, no stage), so that a typo is
-named within a second."""
+"""Dataset names and splits a person types, checked without ingesting or loading anything: the command line's
+checks and :func:`irflow.evaluate` call these before any work."""
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable
-
+from irflow.tasks.core.names import suggestion
 from irflow.tasks.core.schema import InputError, UnknownNameError
-
-
-def suggestion(name: str, choices: Iterable[str]) -> str:
-    """`` (did you mean 'bm25'?)`` when a known name is close to ``name``, else nothing."""
-    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def check_dataset_name(name: str, argument: str) -> None:
     """InputError naming ``argument`` unless ``name`` is a known dataset (embedded, in the catalog, or stored)."""
-    from irflow.tasks.ingest import check_name, list_datasets
+    from irflow.tasks.ingest import check_name, list_datasets  # the package's face: imported on use
 
     try:
         check_name(name)
@@ -49,4 +40,4 @@ def check_split(dataset: str, split: str | None) -> None:
         )
 
 
-__all__ = ["check_dataset_name", "check_split", "suggestion"]
+__all__ = ["check_dataset_name", "check_split"]
