@@ -41,22 +41,22 @@ if TYPE_CHECKING:
 __version__ = irflow_version()
 
 _API = {
-    "ABTest": "irflow.api.online",
+    "ABTest": "irflow.api.abtest",
     "Coverage": "irflow.api.evaluation",
     "Dataset": "irflow.tasks.core.schema",
     "Evaluation": "irflow.api.evaluation",
     "InputError": "irflow.tasks.core.schema",
-    "Interleaving": "irflow.api.online",
-    "Power": "irflow.api.online",
+    "Interleaving": "irflow.api.interleave",
+    "Power": "irflow.api.power",
     "RagEvaluation": "irflow.api.rag",
     "SystemsFailed": "irflow.api.pipeline",
     "Tracking": "irflow.api.evaluation",
-    "abtest": "irflow.api.online",
+    "abtest": "irflow.api.abtest",
     "evaluate": "irflow.api.evaluate",
     "evaluate_rag": "irflow.api.rag",
-    "interleave": "irflow.api.online",
+    "interleave": "irflow.api.interleave",
     "load_dataset": "irflow.api.evaluate",
-    "power": "irflow.api.online",
+    "power": "irflow.api.power",
 }
 
 __all__ = ["__version__", *sorted(_API)]

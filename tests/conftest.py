@@ -29,6 +29,13 @@ for _key, _value in {
 }.items():
     os.environ.setdefault(_key, _value)
 
+# One pytest-xdist worker per core, each computing on one thread: torch, FAISS and BLAS would otherwise start a
+# thread per core in every worker, and two workers on two cores would fight over four busy threads. Set before
+# any of them is imported (commands in a subprocess inherit it); a single process (-n 0) keeps every core.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        os.environ.setdefault(_key, "1")
+
 SHARED_DIR = Path(os.environ.get("IRFLOW_SHARED_DIR") or Path(__file__).resolve().parents[2] / "shared")
 BEIR_DIR = SHARED_DIR / "datasets" / "beir"
 

@@ -10,16 +10,18 @@ Public API::
 
 Modules: ``request`` (the arguments, checked once: :func:`make_request`), ``pipeline`` (the stages composed
 once, run in-process or as Prefect tasks), ``evaluation`` (:class:`Evaluation`: the typed result, its result
-folder), ``evaluate`` (:func:`evaluate`, :func:`load_dataset`), ``rag`` (:func:`evaluate_rag`), ``online``
-(:func:`abtest`, :func:`interleave`, :func:`power`).
+folder), ``evaluate`` (:func:`evaluate`, :func:`load_dataset`), ``rag`` (:func:`evaluate_rag`), ``abtest``,
+``interleave`` and ``power`` (the online experiments and the power of an evaluation set).
 """
 
 from __future__ import annotations
 
+from irflow.api.abtest import ABTest, SampleRatio, abtest
 from irflow.api.evaluate import evaluate, load_dataset, track_evaluation
 from irflow.api.evaluation import Coverage, Evaluation, Tracking
-from irflow.api.online import ABTest, Interleaving, Power, SampleRatio, abtest, interleave, power
+from irflow.api.interleave import Interleaving, interleave
 from irflow.api.pipeline import Stages, SystemsFailed, run_evaluation
+from irflow.api.power import Power, power
 from irflow.api.rag import RagEvaluation, evaluate_rag
 from irflow.api.request import EvaluationRequest, SystemEntry, make_request
 from irflow.tasks.core.schema import Dataset, InputError

@@ -4,7 +4,9 @@ argument, and flattening of nested metrics.json blocks into table columns."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -77,3 +79,21 @@ def html_page(title: str, verdict: str, table: pd.DataFrame) -> str:
     from html import escape
 
     return f"<h4>{escape(title)}</h4><p>{escape(verdict)}</p>{table.to_html(float_format=lambda v: f'{v:.4g}')}"
+
+
+def normalised(document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` as metrics.json holds it (tuples as lists): a fresh result equals its loaded copy."""
+    return dict(json.loads(json.dumps(document)))
+
+
+def read_metrics_json(folder: str | Path, what: str) -> dict[str, Any]:
+    """A result folder's metrics.json; InputError naming the folder when it is not one of ``what``."""
+    path = Path(folder) / "metrics.json"
+    if not path.is_file():
+        raise InputError(f"path: not a result folder of {what} (metrics.json is missing)", path=str(folder))
+    return dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def p_text(value: float) -> str:
+    """A p-value in three significant digits."""
+    return f"{value:.3g}"

@@ -147,8 +147,8 @@ def _seed(evaluation: Evaluation) -> int:
 def load_dataset(name: str, split: str | None = None) -> Dataset:
     """A stored dataset (``irflow datasets list``), downloaded or ingested first when needed: corpus, queries
     and qrels as DataFrames, with its manifest."""
-    from irflow.api.request import check_dataset_name, check_split
     from irflow.tasks.ingest import load_dataset as load
+    from irflow.tasks.ingest.names import check_dataset_name, check_split
 
     check_dataset_name(name, "name")
     check_split(name, split)

@@ -19,6 +19,7 @@ from irflow.api.evaluation import Evaluation
 from irflow.api.request import EvaluationRequest, SystemEntry
 from irflow.tasks.core.schema import Dataset, IrflowError
 from irflow.tasks.report.write import SystemEvaluation
+from irflow.tasks.systems import SystemSpec
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ class Stages:
                 out[entry.key] = exc
         return out
 
-    def latency(self, dataset: Dataset, system: str, depth: int | None, runs: int, seed: int) -> dict[str, Any]:
+    def latency(self, dataset: Dataset, system: SystemSpec, depth: int | None, runs: int, seed: int) -> dict[str, Any]:
         from irflow.tasks.retrieve.searchers import measure_latency
 
         latency = measure_latency(dataset, system, depth=depth, num_runs=runs, seed=seed)
@@ -147,7 +148,7 @@ def latency_of(
     if runs <= 0 or entry.source is not None:
         return {}
     try:
-        return stages.latency(dataset, entry.key, depth, runs, seed)
+        return stages.latency(dataset, entry.spec, depth, runs, seed)
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
         log.warning("latency of %s failed, its other results are kept: %s", entry.name, error)

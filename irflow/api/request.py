@@ -9,15 +9,16 @@ unknown name, suggests the nearest known one. A system spec is parsed here, once
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import pandas as pd
 
+from irflow.tasks.core.names import suggestion
 from irflow.tasks.core.runs import validate_depth
 from irflow.tasks.core.schema import Dataset, InputError, IrflowError, UnknownNameError
+from irflow.tasks.ingest.names import check_dataset_name, check_split
 from irflow.tasks.systems import MemorySpec, RunSpec, Spec, SystemSpec, as_spec, default_label, leaves
 
 DEFAULT_DATASET = "techdocs"
@@ -88,12 +89,6 @@ class EvaluationRequest:
         return {s.key: s.source for s in self.systems if s.source is not None}
 
 
-def suggestion(name: str, choices: Iterable[str]) -> str:
-    """`` (did you mean 'bm25'?)`` when a known name is close to ``name``, else nothing."""
-    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def make_request(
     dataset: str | Dataset | None = None,
     systems: Sequence[SystemInput] | Mapping[str, SystemInput] | None = None,
@@ -141,21 +136,6 @@ def _dataset(dataset: str | Dataset | None, qrels: Run | None, split: str | None
         raise InputError(f"dataset: expected a dataset name or an irflow.Dataset, got a {type(dataset).__name__}")
     check_dataset_name(dataset, "dataset")
     return dataset
-
-
-def check_dataset_name(name: str, argument: str) -> None:
-    from irflow.tasks.ingest import check_name, list_datasets
-
-    try:
-        check_name(name)
-    except UnknownNameError:
-        known = [row["name"] for row in list_datasets()]
-        raise InputError(
-            f"{argument}: unknown dataset {name!r}{suggestion(name, known)}; `irflow datasets list` shows the "
-            "names (or import one: irflow datasets import PATH --format F --name NAME)"
-        ) from None
-    except InputError as exc:
-        raise InputError(f"{argument}: {exc}") from None
 
 
 def _judgements_only(qrels: Run) -> Dataset:
@@ -310,22 +290,6 @@ def _options(depth: int | None, seed: int, latency_runs: int) -> None:
         raise InputError(f"seed: expected an integer, got {seed!r}")
 
 
-def check_split(dataset: str, split: str | None) -> None:
-    from irflow.tasks.ingest import EMBEDDED, list_datasets
-
-    if split is None:
-        return
-    if dataset in EMBEDDED:
-        splits: list[str] | None = sorted(p.stem for p in (EMBEDDED[dataset] / "qrels").glob("*.tsv"))
-    else:
-        row = next((r for r in list_datasets() if r["name"] == dataset), None)
-        splits = (list(row.get("splits") or row["stored"]) or None) if row else None
-    if splits is not None and split not in splits:
-        raise InputError(
-            f"split: {dataset} has no split {split!r}{suggestion(split, splits)}; available: {', '.join(splits)}"
-        )
-
-
 def _check_models(entries: Sequence[SystemEntry]) -> None:
     """Every model a system loads resolves, and a ``python:`` module is found (nothing is loaded)."""
     from irflow.tasks.experiment import check_models
@@ -344,8 +308,5 @@ __all__ = [
     "Run",
     "SystemEntry",
     "SystemInput",
-    "check_dataset_name",
-    "check_split",
     "make_request",
-    "suggestion",
 ]

@@ -10,19 +10,45 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from irflow.cli.options import json_option, no_track_option
 
-def cmd_abtest(args: argparse.Namespace) -> int:
+NEEDED = ("arm", "query", "clicked")  # beside the unit column (tasks.online.abtest_log)
+
+
+def check_abtest(args: argparse.Namespace) -> None:
+    """The log's header (the unit, arm, query and clicked columns), the control arm and the numbers, before
+    Prefect: only the header, and the arm column when ``--control`` names an arm, are read."""
+    from irflow.cli.checks import column_values, log_columns, require_columns
+    from irflow.tasks.core.names import suggestion
     from irflow.tasks.core.output_folder import check_output
-    from irflow.tasks.core.paths import regular_file
     from irflow.tasks.core.schema import InputError
 
-    regular_file(args.log, "an A/B test log (CSV, TSV, JSONL or Parquet)")
     if not 0 < args.treatment_share < 1:
         raise InputError(f"--treatment-share {args.treatment_share}: expected a share between 0 and 1 (0.5: even)")
     if args.tau is not None and not args.tau > 0:
         raise InputError(f"--tau {args.tau}: expected a positive number (the spread of the effects expected)")
+    columns = log_columns(args.log, "LOG", "an A/B test log (CSV, TSV, JSONL or Parquet)")
+    if args.unit not in columns:
+        raise InputError(
+            f"--unit {args.unit!r}: the log {args.log} has no such column{suggestion(args.unit, columns)}; "
+            f"columns found: {', '.join(columns[:12]) or 'none'}"
+        )
+    require_columns(columns, NEEDED, "LOG", args.log, "one row per query shown: unit, arm, query, clicked")
+    if args.sequential and not {"day", "timestamp"} & set(columns):
+        raise InputError(f"--sequential reads the log day by day: {args.log} has no day or timestamp column")
+    if args.control is not None:
+        arms = column_values(args.log, "arm")
+        if args.control not in arms:
+            shown = ", ".join(arms[:6]) + (", ..." if len(arms) > 6 else "")
+            raise InputError(
+                f"--control {args.control!r} is not an arm of the log{suggestion(args.control, arms)}; "
+                f"its arms: {shown}"
+            )
+    check_output(args.output or str(Path("results") / "abtest" / Path(args.log).stem))  # unwritable: now
+
+
+def cmd_abtest(args: argparse.Namespace) -> int:
     output = args.output or str(Path("results") / "abtest" / Path(args.log).stem)
-    check_output(output)  # an unwritable folder fails before any work
     from irflow.flows import prefect_api
 
     prefect_api.ready()
@@ -38,6 +64,11 @@ def cmd_abtest(args: argparse.Namespace) -> int:
         **({"tau": args.tau} if args.tau is not None else {}),
     )
     document = abtest_flow(config, track=not args.no_track)
+    if args.json:
+        import json
+
+        print(json.dumps({**document, "output": output}, indent=2, default=str))
+        return 0
     print(summary(document))
     print(f"results: {output}/ (metrics.json, report.md, report.html)")
     return 0
@@ -103,8 +134,9 @@ def add_abtest_parser(subparsers: Any) -> None:
         help="mSPRT: spread of the effects expected, in metric units (default 0.01)",
     )
     p.add_argument("--output", metavar="DIR", help="result folder (default results/abtest/<log name>)")
-    p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
-    p.set_defaults(func=cmd_abtest, runs_flow=True)
+    no_track_option(p)
+    json_option(p, "print the result as one JSON object (metrics.json's content)")
+    p.set_defaults(func=cmd_abtest, check=check_abtest, runs_flow=True)
 
 
-__all__ = ["add_abtest_parser", "cmd_abtest", "summary"]
+__all__ = ["add_abtest_parser", "check_abtest", "cmd_abtest", "summary"]

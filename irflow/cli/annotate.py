@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from irflow.cli.options import dataset_option, depth_option, json_option, judge_option, no_track_option
 from irflow.tasks.annotate.config import EXPERIMENT, JUDGE_HELP, AnnotateConfig
 
 
@@ -29,7 +30,7 @@ def add_annotate_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--dataset", help="dataset name (techdocs, beir/..., or an imported one)")
+    dataset_option(source)
     source.add_argument("--input", metavar="JSONL", help="a zbench QueryDocuments file (imported as dataset --name)")
     p.add_argument("--name", help="dataset name for --input (default: zbench-<file stem>)")
     p.add_argument("--split", help="dataset split (default: test)")
@@ -39,17 +40,10 @@ def add_annotate_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="pick candidates as the top K of this system (default: the "
         "dataset's candidates table, as a zbench import has)",
     )
-    p.add_argument(
-        "--k",
-        type=int,
-        help=f"documents per query (default {default.k}, or every candidate of an --input file; 0 = no limit)",
-    )
+    depth_option(p, f"documents per query (default {default.k}, or every candidate of an --input file; 0 = no limit)")
     p.add_argument("--queries", type=int, help="annotate only the first N queries (by id)")
-    p.add_argument(
-        "--judge",
-        action="append",
-        metavar="SPEC",
-        help=f"judge spec, repeatable (default: {' and '.join(default.judges)}, an offline ensemble)",
+    judge_option(
+        p, f"judge spec, repeatable (default: {' and '.join(default.judges)}, an offline ensemble)", action="append"
     )
     p.add_argument(
         "--cycles",
@@ -99,18 +93,33 @@ def add_annotate_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--output", metavar="DIR", help="annotation folder (default: results/annotate/<dataset>)")
     p.add_argument("--dry-run", action="store_true", help="print the calls and estimated cost, then stop")
-    p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
-    p.set_defaults(func=cmd_annotate, runs_flow=True)
+    no_track_option(p)
+    json_option(p, "print the annotation's summary as one JSON object")
+    p.set_defaults(func=cmd_annotate, check=check_annotate, runs_flow=True)
     return p
+
+
+def check_annotate(args: argparse.Namespace) -> None:
+    """Judges, the dataset or input file, the systems and the depth, before Prefect or any judge."""
+    from irflow.cli.checks import check_dataset, check_depth, check_file, check_llm, check_systems
+
+    for spec in args.judge or ():
+        check_llm(spec, "--judge")  # a bad spec (a URL with credentials) fails before anything is written
+    check_depth(args.depth, zero=True)
+    if args.input:
+        check_file(args.input, "--input", "a zbench QueryDocuments JSONL")
+    else:
+        check_dataset(args.dataset)
+    systems = [s for s in (args.system, *args.benchmark) if s]
+    if args.dataset and systems:
+        check_systems(args.dataset, [args.system] if args.system else [], split=args.split)
+        check_systems(args.dataset, args.benchmark, option="--benchmark", split=args.split)
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
     from irflow.tasks.annotate import pipeline
-    from irflow.tasks.annotate.judges import parse_judge
     from irflow.tasks.core.output_folder import check_output
 
-    for spec in args.judge or ():
-        parse_judge(spec, "--judge")  # a bad spec (a URL with credentials) fails before anything is written
     track = not args.no_track and not args.dry_run
     if track:
         from irflow.tasks.tracking.log import check_tracking
@@ -124,7 +133,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         output=args.output or "",
         split=args.split,
         system=args.system,
-        k=(args.k or None) if args.k is not None else (None if args.input else AnnotateConfig.k),
+        k=(args.depth or None) if args.depth is not None else (None if args.input else AnnotateConfig.k),
         queries=args.queries,
         cycles=args.cycles,
         seed=args.seed,
@@ -161,6 +170,9 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     from irflow.flows.annotate import annotate_flow
 
     summary = annotate_flow(config, track=track)
+    if args.json:
+        print(json.dumps({**summary, "output": config.output}, indent=2, default=str))
+        return 0
     print(_report(summary, config.output))
     return 0
 

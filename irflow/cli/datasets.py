@@ -7,6 +7,7 @@ import argparse
 import json
 from typing import Any
 
+from irflow.cli.options import dataset_option, json_option
 from irflow.cli.querylog import add_querylog_options
 from irflow.cli.synthesize import add_synthesize_parser
 from irflow.cli.terminal import print_dataset_info
@@ -65,6 +66,19 @@ def cmd_datasets_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_dataset_argument(args: argparse.Namespace) -> None:
+    """``NAME`` or ``--dataset NAME`` (one of them), a dataset irflow knows: did-you-mean otherwise."""
+    from irflow.cli.checks import check_dataset
+    from irflow.tasks.core.schema import InputError
+
+    if args.name and args.dataset and args.name != args.dataset:
+        raise InputError(f"two datasets given: NAME {args.name!r} and --dataset {args.dataset!r}; give one")
+    args.name = args.name or args.dataset
+    if not args.name:
+        raise InputError("which dataset? give NAME or --dataset NAME (`irflow datasets list` shows the names)")
+    check_dataset(args.name, "NAME")
+
+
 def cmd_datasets_info(args: argparse.Namespace) -> int:
     from irflow.tasks.ingest import dataset_info
 
@@ -79,8 +93,36 @@ def cmd_datasets_info(args: argparse.Namespace) -> int:
 def cmd_datasets_download(args: argparse.Namespace) -> int:
     from irflow.tasks.ingest import dataset_info
 
-    print_dataset_info(dataset_info(args.name, args.split))
+    manifest = dataset_info(args.name, args.split)
+    if args.json:
+        print(json.dumps(manifest, indent=2, sort_keys=True))
+    else:
+        print_dataset_info(manifest)
     return 0
+
+
+IMPORT_FOLDERS = ("beir", "msmarco")  # formats whose PATH may be a folder
+
+
+def check_import(args: argparse.Namespace) -> None:
+    """The source path, the new name, the base dataset, the mapping, thresholds and sampling options."""
+    from pathlib import Path
+
+    from irflow.cli.checks import check_dataset, check_file
+    from irflow.cli.querylog import query_sampling
+    from irflow.tasks.core.schema import InputError
+    from irflow.tasks.ingest.store import check_import_name
+
+    if args.format in IMPORT_FOLDERS:
+        if not Path(args.path).exists():
+            raise InputError(f"PATH {args.path}: no such file or folder; expected a {args.format} source")
+    else:
+        check_file(args.path, "PATH", f"a {args.format} file")
+    check_import_name(args.name)
+    check_dataset(args.dataset, "--dataset")
+    _parse_mapping(args.map)
+    _parse_thresholds(args.grade_thresholds)
+    query_sampling(args)
 
 
 def cmd_datasets_import(args: argparse.Namespace) -> int:
@@ -94,13 +136,16 @@ def cmd_datasets_import(args: argparse.Namespace) -> int:
         args.name,
         split=args.split,
         mapping=_parse_mapping(args.map),
-        base=args.base,
+        base=args.dataset,
         grade_thresholds=_parse_thresholds(args.grade_thresholds),
         drop_missing_documents=args.drop_missing_documents,
         min_impressions=args.min_impressions,
         sampling=sampling,
         logged_by=args.logged_by,
     )
+    if args.json:
+        print(json.dumps(manifest, indent=2, sort_keys=True, default=str))
+        return 0
     print_dataset_info(manifest)
     if sampling is not None:
         print_query_set(manifest, args.name)
@@ -112,19 +157,22 @@ def add_datasets_parser(sub: Any) -> None:
     ds = sub.add_parser("datasets", help="list, download, inspect and import datasets")
     ds_sub = ds.add_subparsers(dest="datasets_command", required=True)
     p = ds_sub.add_parser("list", help="known datasets and their stored splits")
-    p.add_argument("--json", action="store_true")
+    json_option(p, "print the datasets as a JSON list")
     p.set_defaults(func=cmd_datasets_list)
     p = ds_sub.add_parser("download", help="download and ingest a dataset (BEIR names: beir/scifact, ...)")
-    p.add_argument("name")
+    p.add_argument("name", nargs="?", metavar="NAME", help="dataset name (or --dataset NAME)")
+    dataset_option(p, "dataset name (the same as NAME)")
     p.add_argument("--split", help="split to ingest (default: test; dev for MS MARCO)")
-    p.set_defaults(func=cmd_datasets_download)
+    json_option(p, "print the dataset's info as one JSON object")
+    p.set_defaults(func=cmd_datasets_download, check=check_dataset_argument)
     p = ds_sub.add_parser("info", help="counts, grade histogram and fingerprint of a dataset split")
-    p.add_argument("name")
-    p.add_argument("--split")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_datasets_info)
+    p.add_argument("name", nargs="?", metavar="NAME", help="dataset name (or --dataset NAME)")
+    dataset_option(p, "dataset name (the same as NAME)")
+    p.add_argument("--split", help="split (default: test; dev for MS MARCO)")
+    json_option(p)
+    p.set_defaults(func=cmd_datasets_info, check=check_dataset_argument)
     p = ds_sub.add_parser("import", help="ingest a local source under a new name")
-    p.add_argument("path")
+    p.add_argument("path", metavar="PATH", help="the source: a file (or a folder for beir and msmarco)")
     p.add_argument(
         "--format",
         required=True,
@@ -139,8 +187,10 @@ def add_datasets_parser(sub: Any) -> None:
         metavar="TABLE.FIELD=COLUMN",
         help="source column for a canonical field, e.g. corpus.text=body (repeatable)",
     )
-    p.add_argument(
-        "--base", help="trec-qrels, clicks, sheet, querylog: dataset whose corpus (and queries) the import refers to"
+    dataset_option(
+        p,
+        "trec-qrels, clicks, sheet, querylog: the stored dataset whose corpus (and queries) the import refers to",
+        old=("--base",),
     )
     p.add_argument(
         "--grade-thresholds",
@@ -164,5 +214,6 @@ def add_datasets_parser(sub: Any) -> None:
         "relevant and unretrievable)",
     )
     add_querylog_options(p)
-    p.set_defaults(func=cmd_datasets_import)
+    json_option(p, "print the new dataset's info as one JSON object")
+    p.set_defaults(func=cmd_datasets_import, check=check_import)
     add_synthesize_parser(ds_sub)

@@ -1,6 +1,5 @@
-"""``irflow interleave`` (team-draft interleaving of two systems with simulated users, or a real
-interleaving log: the ``interleave`` flow) and ``irflow power RESULT`` (how many queries a result's paired
-comparisons need, and the smallest difference they detect: ``tasks.compare.power``).
+"""``irflow interleave``: team-draft interleaving of two systems with simulated users, or a real
+interleaving log (the ``interleave`` flow).
 
 Imports stay lazy so ``irflow --help`` answers at once.
 """
@@ -10,13 +9,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from irflow.cli.options import dataset_option, depth_option, experiment_option, json_option, no_track_option
 
-def cmd_interleave(args: argparse.Namespace) -> int:
-    from irflow.flows import prefect_api
-    from irflow.flows.interleave import interleave_flow
-    from irflow.tasks.core import run_identity
+
+def check_interleave(args: argparse.Namespace) -> None:
+    """Two systems on a dataset (or a real log), the click model and the numbers, before Prefect."""
+    from irflow.cli.checks import check_depth, check_file, check_systems
     from irflow.tasks.core.schema import InputError
-    from irflow.tasks.tracking import TrackingOptions
 
     systems = list(args.system or [])
     if args.log is None and (args.dataset is None or len(systems) != 2):
@@ -24,19 +23,29 @@ def cmd_interleave(args: argparse.Namespace) -> int:
     for name, value, low in (("--users", args.users, 1), ("--replicates", args.replicates, 10)):
         if value is not None and value < low:
             raise InputError(f"{name} expects an integer >= {low}, got {value}")
-    for name, value in (("--alpha", args.alpha), ("--power", args.power)):
-        if not 0 < value < 1:
-            raise InputError(f"{name} expects a number between 0 and 1, got {value}")
+    for name, number in (("--alpha", args.alpha), ("--power", args.power)):
+        if not 0 < number < 1:
+            raise InputError(f"{name} expects a number between 0 and 1, got {number}")
+    check_depth(args.depth)
     if args.log is not None:  # a bad log, spec or click model fails here, before any flow starts
         from irflow.tasks.online.interleave_log import read_interleaving_log
 
+        check_file(args.log, "--log", "an interleaving log (CSV, TSV, JSONL or Parquet)")
         read_interleaving_log(args.log, systems)
     else:
-        from irflow.flows.evaluate import validate
         from irflow.tasks.online.clickmodels import parse_click_model
 
-        validate(args.dataset, systems, [])
+        check_systems(args.dataset, systems, split=args.split, depth=args.depth)
         parse_click_model(args.clicks)
+
+
+def cmd_interleave(args: argparse.Namespace) -> int:
+    from irflow.flows import prefect_api
+    from irflow.flows.interleave import interleave_flow
+    from irflow.tasks.core import run_identity
+    from irflow.tasks.tracking import TrackingOptions
+
+    systems = list(args.system or [])
     where = args.dataset or "interleave-logs"
     name = run_identity.run_name(where, ["interleave", *systems])
     if args.output:
@@ -66,6 +75,11 @@ def cmd_interleave(args: argparse.Namespace) -> int:
 
             release_output(output)  # only when the run left it empty
     block = document["interleave"]
+    if args.json:
+        import json
+
+        print(json.dumps({**document, "output": str(output)}, indent=2, default=str))
+        return 0
     o = block["outcome"]
     print(
         f"A = {block['systems']['A']}, B = {block['systems']['B']}: {o['wins']:,} A wins, {o['ties']:,} ties, "
@@ -80,50 +94,10 @@ def cmd_interleave(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_power(args: argparse.Namespace) -> int:
-    import json
-
-    from irflow.tasks.compare.power import RESAMPLE_LIMIT, power_table
-    from irflow.tasks.report.results import load_results
-
-    stored = load_results(args.result)
-    baseline = args.baseline or stored.document.get("baseline") or next(iter(stored.document["systems"]))
-    found = power_table(
-        stored.per_query,
-        args.metric,
-        baseline,
-        args.delta,
-        alpha=args.alpha,
-        power=args.power,
-        resamples=args.resamples,
-        seed=args.seed,
-    )
-    if args.json:
-        print(
-            json.dumps(
-                {"metric": args.metric, "baseline": baseline, "systems": {s: p.as_dict() for s, p in found.items()}},
-                indent=2,
-            )
-        )
-        return 0
-    print(f"{args.metric}, paired against {baseline}; {args.power:.0%} power at α = {args.alpha} (two-sided paired t)")
-    for system, p in found.items():
-        checked = f" (resampling: {p.queries_needed_resampled:,})" if p.queries_needed_resampled else ""
-        if args.resamples and p.queries_needed and p.queries_needed > RESAMPLE_LIMIT:
-            checked = f" (not resampled above {RESAMPLE_LIMIT:,})"
-        needed = f"{p.queries_needed:,}{checked}" if p.queries_needed else "none would (Δ = 0)"
-        print(
-            f"{system}: {p.queries} queries, Δ {p.mean_difference:+.4f} (sd {p.sd_difference:.4f}); "
-            f"detects ±{p.minimum_detectable_difference:.4f} now; to detect {p.delta:+.4f}: {needed} queries "
-            f"(power now {p.power_now:.0%})"
-        )
-    return 0
-
-
-def add_interleave_parsers(sub: Any) -> None:
-    """Register ``irflow interleave`` and ``irflow power``."""
+def add_interleave_parser(sub: Any) -> None:
+    """Register ``irflow interleave``."""
     p = sub.add_parser("interleave", help="team-draft interleaving of two systems: simulated users or a real log")
-    p.add_argument("--dataset", help="dataset whose queries and judgements drive the simulated users")
+    dataset_option(p, "dataset whose queries and judgements drive the simulated users")
     p.add_argument("--split", help="split (default: test)")
     p.add_argument("--system", action="append", metavar="SPEC", help="system A, then system B (twice)")
     p.add_argument(
@@ -133,7 +107,7 @@ def add_interleave_parsers(sub: Any) -> None:
         help="click model: pbm or cascade, with options, e.g. pbm:eta=0.8, cascade:stop=0.5, pbm:log=clicks.csv",
     )
     p.add_argument("--users", type=int, help="simulated users, one query each (default: 20 per query)")
-    p.add_argument("--depth", type=int, default=10, help="results shown per list (default 10)")
+    depth_option(p, "results shown per list (default 10)", default=10)
     p.add_argument("--log", metavar="FILE", help="analyse a real interleaving log instead (CSV/TSV/JSONL/Parquet)")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
     p.add_argument("--power", type=float, default=0.8, help="power for the queries needed (0.8)")
@@ -141,21 +115,10 @@ def add_interleave_parsers(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the users, the coin flips and the clicks (0)")
     p.add_argument("--output", metavar="DIR", help="result folder (default: results/<dataset>/<name>/)")
     p.add_argument("--overwrite", action="store_true", help="replace another run's results in --output")
-    p.add_argument("--experiment", default="irflow", help="MLflow experiment (default: irflow)")
-    p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
-    p.set_defaults(func=cmd_interleave, runs_flow=True)
-
-    q = sub.add_parser("power", help="queries needed for 80%% power, and the smallest difference a result detects")
-    q.add_argument("result", metavar="RESULT", help="a result folder of `irflow run` (with per_query.parquet)")
-    q.add_argument("--metric", default="nDCG@10", help="metric (default nDCG@10)")
-    q.add_argument("--delta", type=float, help="the difference to detect (default: the observed one)")
-    q.add_argument("--baseline", metavar="SPEC", help="the system compared with (default: the run's baseline)")
-    q.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
-    q.add_argument("--power", type=float, default=0.8, help="power (0.8)")
-    q.add_argument("--resamples", type=int, default=2000, help="resamples of the check by simulation (0: skip)")
-    q.add_argument("--seed", type=int, default=0, help="seed of the resampling (0)")
-    q.add_argument("--json", action="store_true", help="print one JSON object")
-    q.set_defaults(func=cmd_power)
+    experiment_option(p)
+    no_track_option(p)
+    json_option(p, "print the result as one JSON object (metrics.json's content)")
+    p.set_defaults(func=cmd_interleave, check=check_interleave, runs_flow=True)
 
 
-__all__ = ["add_interleave_parsers", "cmd_interleave", "cmd_power"]
+__all__ = ["add_interleave_parser", "check_interleave", "cmd_interleave"]

@@ -12,13 +12,15 @@ import sys
 from typing import Any
 
 from irflow.cli.abtest import add_abtest_parser
+from irflow.cli.agreement import add_agreement_parser
 from irflow.cli.annotate import add_annotate_parser
 from irflow.cli.datasets import add_datasets_parser
 from irflow.cli.drift import add_drift_parser
-from irflow.cli.interleave import add_interleave_parsers
-from irflow.cli.judges import add_judges_parser
+from irflow.cli.interleave import add_interleave_parser
+from irflow.cli.options import warn_deprecated
 from irflow.cli.orchestration import add_orchestration_parsers
-from irflow.cli.pool import add_pool_parsers
+from irflow.cli.pool import add_pool_parser
+from irflow.cli.power import add_power_parser
 from irflow.cli.rag import add_rag_parser
 from irflow.cli.report import add_report_parser
 from irflow.cli.run import add_run_parser
@@ -39,11 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_parser(sub)
     add_orchestration_parsers(sub)
     add_annotate_parser(sub)
-    add_pool_parsers(sub)
+    add_pool_parser(sub)
+    add_agreement_parser(sub)
     add_drift_parser(sub)
-    add_judges_parser(sub)
     add_abtest_parser(sub)
-    add_interleave_parsers(sub)
+    add_interleave_parser(sub)
+    add_power_parser(sub)
     add_rag_parser(sub)
     return parser
 
@@ -76,12 +79,16 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in QUIET_SERVICES.items():
         os.environ.setdefault(key, value)
     args = build_parser().parse_args(argv)
+    if getattr(args, "deprecated_command", None):
+        warn_deprecated(*args.deprecated_command)
     configure_logging(args.verbose)
     from irflow.tasks.core.redact import redact
     from irflow.tasks.core.schema import IrflowError
 
     flows = getattr(args, "runs_flow", False) and not getattr(args, "dry_run", False)
     try:
+        if getattr(args, "check", None) is not None:
+            args.check(args)  # every argument, file, name and spec: before Prefect, a model or a corpus
         with (
             _prefect_api() if flows else contextlib.nullcontext(),
             _owned_flow_runs() if flows else contextlib.nullcontext(),

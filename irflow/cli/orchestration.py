@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from irflow.cli.options import experiment_option, json_option, no_track_option, result_argument
+
 TASK_RUNNER_HELP = (
     "default: one process; dask: a Dask LocalCluster on 127.0.0.1 (or --scheduler ADDRESS) "
     "runs embedding shards and per-system retrieval"
@@ -37,8 +39,8 @@ def _last_count(text: str) -> int:
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """Tracking and scale-out options of ``irflow run``."""
-    parser.add_argument("--experiment", default="irflow", help="MLflow experiment (default: irflow)")
-    parser.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+    experiment_option(parser)
+    no_track_option(parser)
     parser.add_argument("--seed", type=int, default=0, help="seed of the significance tests and latency sampling")
     _runner_options(parser)
 
@@ -103,7 +105,29 @@ def stage_libraries(specs: list[str]) -> list[str]:
 # suite / nightly
 
 
+DEFAULT_SUITE_FILE = "deployments/nightly.yaml"  # flows.suite.DEFAULT_NIGHTLY_CONFIG, without importing Prefect
+
+
+def check_suite(args: argparse.Namespace) -> None:
+    """The suite file read and every dataset, system, model and metric in it checked, before Prefect."""
+    from pathlib import Path
+
+    from irflow.cli.checks import check_dataset, check_file
+    from irflow.tasks.core.config import package_data
+    from irflow.tasks.experiment import load_experiment, validate_experiment
+
+    path = Path(args.config).expanduser()
+    if not path.is_file() and args.config == DEFAULT_SUITE_FILE:
+        path = package_data("deployments", "nightly.yaml")
+    experiment = load_experiment(check_file(path, "SUITE_FILE", "a suite YAML (datasets × systems)"))
+    for dataset in experiment.datasets:
+        check_dataset(dataset, f"{args.config}: datasets")
+    validate_experiment(experiment)
+
+
 def cmd_suite(args: argparse.Namespace) -> int:
+    import json
+
     from irflow.flows import prefect_api
     from irflow.flows.suite import nightly_flow, resolve_experiment, suite_flow, suite_output
     from irflow.tasks.experiment import validate_experiment
@@ -115,6 +139,9 @@ def cmd_suite(args: argparse.Namespace) -> int:
     prefect_api.ready(*stage_libraries(experiment.specs()))
     flow = nightly_flow if args.command == "nightly" else suite_flow
     result: Any = flow(config=args.config, output=args.output, task_runner=args.task_runner, scheduler=args.scheduler)
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+        return 0
     print(f"results: {result['output']}/ (suite.md, suite.json); MLflow run {result['mlflow_run_id']}")
     if result.get("verdict"):
         print(result["verdict"])
@@ -126,6 +153,8 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    import json
+
     from irflow.tasks.core.schema import InputError
     from irflow.tasks.tracking.log import KIND, Tracker
 
@@ -144,12 +173,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
             raise InputError(f"experiment {args.experiment!r} has {len(found)} {args.kind} run(s); need 2 to compare")
         ids = [r.info.run_id for r in reversed(found)]  # oldest first
         pairs = list(zip(ids, ids[1:]))
-    for before_ref, after_ref in pairs:
-        _compare_pair(args, tracker, before_ref, after_ref)
+    found_changes = [_compare_pair(args, tracker, before_ref, after_ref) for before_ref, after_ref in pairs]
+    if args.json:
+        print(json.dumps({"comparisons": found_changes}, indent=2, default=str))
     return 0
 
 
-def _compare_pair(args: argparse.Namespace, tracker: Any, before_ref: str, after_ref: str) -> None:
+def check_compare(args: argparse.Namespace) -> None:
+    """One RESULT: a result folder with per-query values; two: each a folder, or a name MLflow resolves later."""
+    from irflow.cli.checks import check_result
+
+    if len(args.runs) == 1:
+        check_result(args.runs[0], ("metrics.json", "per_query.parquet"))
+
+
+def _compare_pair(args: argparse.Namespace, tracker: Any, before_ref: str, after_ref: str) -> dict[str, Any]:
     """Print the paired changes between two runs, with the family the correction ran over."""
     import pandas as pd
 
@@ -172,11 +210,14 @@ def _compare_pair(args: argparse.Namespace, tracker: Any, before_ref: str, after
     if args.family == "metric" and len(changes):  # one family per dataset and metric, as report.md
         groups = changes.groupby(["dataset", "metric"], sort=False)["p_randomization"]
         changes["p_adjusted"] = pd.concat([pd.Series(correct(g.tolist(), args.correction), g.index) for _, g in groups])
+    if args.json:
+        return {"before": before_ref, "after": after_ref, "changes": changes.to_dict("records")}
     print(
         f"\n{before_ref} -> {after_ref}: after − before, paired by query; p = randomization test "
         f"({args.permutations:,} permutations, seed {args.seed}), {family_text(args.correction, args.family, changes)}"
     )
     print(format_changes(changes, args.alpha) if len(changes) else "  nothing in common to compare")
+    return {"before": before_ref, "after": after_ref, "changes": changes.to_dict("records")}
 
 
 def family_text(correction: str, family: str, table: Any) -> str:
@@ -220,6 +261,8 @@ def _tracked(folder: Any) -> bool:
 def _compare_within(args: argparse.Namespace) -> int:
     """``irflow compare FOLDER``: every system of one evaluation against its baseline, one family per
     metric, exactly as report.md's significance table (same test, permutations and seed)."""
+    import json
+
     from irflow.tasks.compare.significance import compare_all
     from irflow.tasks.report.results import load_results
 
@@ -241,6 +284,15 @@ def _compare_within(args: argparse.Namespace) -> int:
         before=table["baseline_mean"],
         after=table["candidate_mean"],
     )
+    if args.json:
+        print(
+            json.dumps(
+                {"result": args.runs[0], "baseline": stored.baseline, "changes": changes.to_dict("records")},
+                indent=2,
+                default=str,
+            )
+        )
+        return 0
     print(
         f"\n{args.runs[0]}: each system − baseline {stored.baseline}, paired by query; p = randomization test "
         f"({args.permutations:,} permutations, seed {args.seed}), {family_text(args.correction, 'metric', changes)}"
@@ -280,13 +332,13 @@ def add_orchestration_parsers(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "compare", help="paired comparison of two runs (or the last N of an experiment, or the systems of one folder)"
     )
-    p.add_argument(
-        "runs",
-        nargs="*",
-        metavar="RUN",
-        help="two runs, each a result folder, a run name or an MLflow run id (suite, evaluation or system runs; "
+    result_argument(
+        p,
+        "two results, each a result folder, a run name or an MLflow run id (suite, evaluation or system runs; "
         "systems are matched by label; two system runs are compared head to head); or one result folder: its "
         "systems against its baseline, corrected per metric as report.md",
+        nargs="*",
+        dest="runs",
     )
     p.add_argument("--experiment", default="irflow", help="MLflow experiment for --last (default: irflow)")
     p.add_argument(
@@ -314,16 +366,20 @@ def add_orchestration_parsers(subparsers: Any) -> None:
     )
     p.add_argument("--permutations", type=int, default=10_000)
     p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(func=cmd_compare)
+    json_option(p, "print the comparisons as one JSON object instead of the table")
+    p.set_defaults(func=cmd_compare, check=check_compare)
     for name, text in (
-        ("suite", "evaluate an experiment YAML (datasets × systems) with the mean over datasets"),
-        ("nightly", "run an experiment YAML and compare with the last successful nightly run"),
+        ("suite", "evaluate a suite (a YAML of datasets × systems) with the mean over datasets"),
+        ("nightly", "run a suite and compare with the last successful nightly run"),
     ):
         p = subparsers.add_parser(name, help=text)
-        p.add_argument("config", metavar="CONFIG", help="experiment YAML (see deployments/nightly.yaml)")
+        p.add_argument(
+            "config", metavar="SUITE_FILE", help="suite YAML: datasets × systems (see deployments/nightly.yaml)"
+        )
         p.add_argument("--output", metavar="DIR", help=f"result folder (default: results/{name}/<name>)")
         _runner_options(p)
-        p.set_defaults(func=cmd_suite, runs_flow=True)
+        json_option(p, "print the suite's result as one JSON object")
+        p.set_defaults(func=cmd_suite, check=check_suite, runs_flow=True)
 
 
 __all__ = [

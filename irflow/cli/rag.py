@@ -8,23 +8,44 @@ from pathlib import Path
 from typing import Any
 
 
-def cmd_rag(args: argparse.Namespace) -> int:
-    from irflow.cli.orchestration import configure_run, run_summary, stage_libraries
-    from irflow.flows.rag import rag_flow, validate_rag
+def check_rag(args: argparse.Namespace) -> None:
+    """Every answers file, the dataset, the systems, the generator, the judge, the embedder, the metrics and
+    the baseline (:func:`irflow.api.rag.validate_rag`), before Prefect, a model or a corpus."""
+    from irflow.api.rag import MAX_K, validate_rag
+    from irflow.cli.checks import check_dataset, check_depth, check_embedder, check_file, check_llm, check_systems
 
-    systems, answers = list(args.system or []), list(args.answers or [])
-    specs, _, metrics, names, _ = validate_rag(
+    check_dataset(args.dataset)
+    for path in args.answers or ():
+        check_file(path, "--answers", "JSON lines of answers {query_id, answer, contexts, reference?}")
+    if args.human is not None:
+        check_file(args.human, "--human", "human verdicts on some answers (JSONL or CSV)")
+    check_depth(args.depth, high=MAX_K)
+    if args.system:
+        check_systems(args.dataset, args.system, split=args.split)
+    check_llm(args.judge, "--judge")
+    check_embedder(args.embedder)
+    args.specs, _, args.metrics, _, _ = validate_rag(
         args.dataset,
-        systems,
-        answers,
+        list(args.system or []),
+        list(args.answers or []),
         args.generator,
-        args.k,
+        args.depth,
         args.metric,
         args.judge,
         args.judge_repeats,
         args.baseline,
         args.human,
     )
+
+
+def cmd_rag(args: argparse.Namespace) -> int:
+    from irflow.cli.orchestration import configure_run, run_summary, stage_libraries
+    from irflow.flows.rag import rag_flow
+
+    if getattr(args, "specs", None) is None:
+        check_rag(args)
+    systems, answers = list(args.system or []), list(args.answers or [])
+    specs, metrics = args.specs, args.metrics
     if args.dry_run:
         return _print_plan(args, specs, metrics)
     flow, extra = configure_run(args, stage_libraries(specs), rag_flow)
@@ -33,7 +54,7 @@ def cmd_rag(args: argparse.Namespace) -> int:
         systems=systems,
         answers=answers,
         generator=args.generator,
-        k=args.k,
+        k=args.depth,
         metrics=metrics,
         split=args.split,
         output=args.output,
@@ -45,6 +66,11 @@ def cmd_rag(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         **extra,
     )
+    if args.json:
+        import json
+
+        print(json.dumps(document, indent=2, default=str))
+        return 0
     print()
     print(summary_table(document))
     for config, problems in (document.get("answers_file_problems") or {}).items():
@@ -94,7 +120,7 @@ def _print_plan(args: argparse.Namespace, specs: list[str], metrics: list[str]) 
         specs,
         list(args.answers or []),
         args.generator,
-        args.k,
+        args.depth,
         metrics,
         args.judge,
         args.judge_repeats,
@@ -109,10 +135,19 @@ def _print_plan(args: argparse.Namespace, specs: list[str], metrics: list[str]) 
 
 def add_rag_parser(sub: Any) -> None:
     """Register ``irflow rag``."""
+    from irflow.cli.options import (
+        baseline_option,
+        dataset_option,
+        depth_option,
+        embedder_option,
+        json_option,
+        judge_option,
+        option,
+    )
     from irflow.cli.orchestration import add_run_options
 
     p = sub.add_parser("rag", help="evaluate a RAG pipeline's answers (RAGAS metrics, paired tests, report)")
-    p.add_argument("--dataset", default="techdocs", help="dataset name (default: techdocs)")
+    dataset_option(p, "dataset name (default: techdocs)", default="techdocs")
     p.add_argument("--split", help="split (default: test; dev for MS MARCO)")
     p.add_argument(
         "--answers",
@@ -121,23 +156,25 @@ def add_rag_parser(sub: Any) -> None:
         help="a pipeline's answers, JSON lines {query_id, answer, contexts, reference?}; repeatable",
     )
     p.add_argument("--system", action="append", metavar="SPEC", help="retrieve each question's contexts; repeatable")
-    p.add_argument(
+    option(
+        p,
         "--generator",
         metavar="SPEC",
-        help="extractive | python:MODULE:CALLABLE | openai(OPTIONS):MODEL[@BASE_URL] (with --system)",
+        help="the LLM that writes the answers: extractive | python:MODULE:CALLABLE | openai(OPTIONS):MODEL[@BASE_URL] "
+        "(with --system)",
     )
-    p.add_argument("--k", type=int, default=5, help="contexts per question from each system (default 5)")
+    depth_option(p, "contexts per question from each system (default 5)", default=5)
     p.add_argument(
         "--metric",
         action="append",
         metavar="NAME",
         help="RAG metric, repeatable (default: the id-based ones, and the LLM-judged ones with --judge)",
     )
-    p.add_argument(
-        "--baseline", metavar="CONFIG", help="the configuration the others are compared with (default: the first)"
+    baseline_option(
+        p, "the system (or answers file) the others are compared with (a spec or a file name; default: the first)"
     )
-    p.add_argument("--judge", metavar="SPEC", help="the LLM judge, e.g. openai(rpm=60):gpt-4o-mini")
-    p.add_argument("--embedder", metavar="MODEL", help="embedding model of answer relevancy (default: minilm)")
+    judge_option(p, "the LLM judge, e.g. openai(rpm=60):gpt-4o-mini")
+    embedder_option(p, "embedding model of answer relevancy (default: minilm)")
     p.add_argument("--judge-repeats", type=int, default=1, help="ask the judge N times: run-to-run noise (default 1)")
     p.add_argument(
         "--human", metavar="FILE", help="human verdicts on some answers (JSONL/CSV): calibrate the judge (PPI++)"
@@ -145,5 +182,6 @@ def add_rag_parser(sub: Any) -> None:
     p.add_argument("--output", metavar="DIR", help="result folder (default: a new results/<dataset>/<run name>/)")
     p.add_argument("--overwrite", action="store_true", help="replace the results of another run in --output")
     p.add_argument("--dry-run", action="store_true", help="print the LLM calls, tokens and USD, send nothing")
-    p.set_defaults(func=cmd_rag, runs_flow=True)
+    json_option(p, "print the result as one JSON object (metrics.json's content)")
+    p.set_defaults(func=cmd_rag, check=check_rag, runs_flow=True)
     add_run_options(p)

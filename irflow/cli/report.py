@@ -1,4 +1,4 @@
-"""``irflow report RUN_DIR``: rebuild report.md, significance.csv and plots of a result folder from its
+"""``irflow report RESULT``: rebuild report.md, significance.csv and plots of a result folder from its
 stored files (metrics.json, per_query.parquet, runs/*.trec), without re-running retrieval.
 
 Wired into the CLI by ``flows.cli.build_parser`` with ``add_report_parser(sub)``.
@@ -9,20 +9,41 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from irflow.cli.options import json_option, result_argument
+
+
+def check_report(args: argparse.Namespace) -> None:
+    from irflow.cli.checks import check_result
+
+    check_result(args.result)
+
 
 def cmd_report(args: argparse.Namespace) -> int:
     from irflow.tasks.report.write import rebuild_report
 
     overrides = {k: v for k in ("permutations", "bootstrap", "seed", "ci") if (v := getattr(args, k)) is not None}
-    path = rebuild_report(args.run_dir, load=not args.no_dataset, **overrides)
+    path = rebuild_report(args.result, load=not args.no_dataset, **overrides)
+    if args.json:
+        import json
+
+        print(
+            json.dumps(
+                {
+                    "report": str(path),
+                    "plots": str(path.parent / "plots"),
+                    "significance": str(path.parent / "significance.csv"),
+                }
+            )
+        )
+        return 0
     print(f"report: {path} (plots in {path.parent / 'plots'}/, tests in {path.parent / 'significance.csv'})")
     return 0
 
 
 def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``report RUN_DIR`` on the ``irflow`` sub-command parsers."""
+    """Register ``report RESULT`` on the ``irflow`` sub-command parsers."""
     p = subparsers.add_parser("report", help="rebuild report.md and plots of a result folder (no retrieval)")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a folder written by `irflow run --output DIR`")
+    result_argument(p, "a result folder of `irflow run` (metrics.json, per_query.parquet)")
     p.add_argument(
         "--no-dataset",
         action="store_true",
@@ -34,7 +55,8 @@ def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--ci", choices=["bca", "percentile"], help="bootstrap confidence interval method (default: as stored, bca)"
     )
-    p.set_defaults(func=cmd_report)
+    json_option(p, "print where the report went as one JSON object")
+    p.set_defaults(func=cmd_report, check=check_report)
     return p
 
 

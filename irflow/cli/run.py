@@ -6,31 +6,23 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from irflow.cli.options import json_option
 from irflow.cli.orchestration import add_run_options
 from irflow.cli.terminal import failures_text, metrics_table, print_outcome
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from irflow.cli.orchestration import configure_run, run_summary, stage_libraries
-    from irflow.flows.evaluate import (
-        DEFAULT_METRICS,
-        DEFAULT_SYSTEMS,
-        SystemsFailed,
-        claim_output,
-        evaluation_name,
-        release_output,
-        request_of,
-    )
+def check_run(args: argparse.Namespace) -> None:
+    """Every argument of ``irflow run`` checked (:func:`irflow.api.make_request`), before Prefect is imported."""
+    from irflow.api.request import DEFAULT_METRICS, DEFAULT_SYSTEMS
+    from irflow.flows.request import request_of
 
-    systems = list(args.system or DEFAULT_SYSTEMS)
-    metrics = list(args.metric or DEFAULT_METRICS)
-    if args.dry_run:
-        return _print_api_plan(args, systems)
-    args.labels = labels_of(args, systems)
-    request = request_of(  # every argument checked, in a second, before Prefect starts
+    args.systems = list(args.system or DEFAULT_SYSTEMS)
+    args.metrics = list(args.metric or DEFAULT_METRICS)
+    args.labels = labels_of(args, args.systems)
+    args.request = request_of(
         args.dataset,
-        systems,
-        metrics,
+        args.systems,
+        args.metrics,
         split=args.split,
         depth=args.depth,
         latency_runs=args.latency_runs,
@@ -39,6 +31,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         human=args.human,
         labels=args.labels,
     )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from irflow.cli.orchestration import configure_run, run_summary, stage_libraries
+    from irflow.flows.evaluate import SystemsFailed, claim_output, evaluation_name, release_output
+
+    if getattr(args, "request", None) is None:
+        check_run(args)
+    systems, metrics, request = args.systems, args.metrics, args.request
+    if args.dry_run:
+        return _print_api_plan(args, systems)
     output = claim_output(args.dataset, args.output, args.overwrite, evaluation_name(args.dataset, request.specs))
     try:
         flow, extra = configure_run(args, stage_libraries(request.specs))  # the tracking store is checked first
@@ -61,6 +64,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.output is None:
             release_output(output)  # only when the run left it empty
     document = evaluation.to_dict()
+    if args.json:
+        import json
+
+        print(json.dumps({**document, "output": str(output)}, indent=2, default=str))
+        if evaluation.failed:
+            raise SystemsFailed(f"{len(evaluation.failed)} systems failed (see the JSON's failed)")
+        return 0
     print()
     print(metrics_table(document))
     if document.get("failed"):
@@ -181,5 +191,6 @@ def add_run_parser(sub: Any) -> None:
     p.add_argument(
         "--dry-run", action="store_true", help="print the calls, tokens and USD of API embedding models, run nothing"
     )
-    p.set_defaults(func=cmd_run, runs_flow=True)
+    json_option(p, "print the evaluation as one JSON object (metrics.json's content) instead of the table")
+    p.set_defaults(func=cmd_run, check=check_run, runs_flow=True)
     add_run_options(p)

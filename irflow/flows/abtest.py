@@ -1,7 +1,7 @@
 """The ``abtest`` flow: an online A/B test's log → per-arm metrics at the randomisation unit → result folder
 → MLflow (the command: ``irflow.cli.abtest``; the statistics: ``tasks.online``).
 
-Composition only (:func:`irflow.api.online.run_abtest`, its stages as tasks): read and check the log,
+Composition only (:func:`irflow.api.abtest.run_abtest`, its stages as tasks): read and check the log,
 analyse (delta-method intervals, sample-ratio mismatch), optionally the sequential test day by day,
 publish the folder whole, then one MLflow run in the experiment ``irflow-abtest`` with the settings,
 every figure and the folder's files.
@@ -15,9 +15,9 @@ from typing import Any
 from prefect import flow, task
 from prefect.cache_policies import NONE
 
-from irflow.api.online import ABTEST_EXPERIMENT as EXPERIMENT
-from irflow.api.online import AbTestConfig, AbTestStages, run_abtest, track_abtest
-from irflow.api.online import abtest_mlflow_metrics as mlflow_metrics
+from irflow.api.abtest import ABTEST_EXPERIMENT as EXPERIMENT
+from irflow.api.abtest import AbTestConfig, AbTestStages, run_abtest, track_abtest
+from irflow.api.abtest import abtest_mlflow_metrics as mlflow_metrics
 from irflow.flows.stages import link_to_mlflow, prefect_tags
 from irflow.tasks.core.atomic import write_json
 from irflow.tasks.core.output_folder import publish
@@ -29,7 +29,7 @@ STAGES = AbTestStages(
     analyse=task(name="analyse A/B test", cache_policy=NONE)(abtest.analyse),
     sequential=task(name="sequential test", cache_policy=NONE)(abtest_sequential.sequential),
 )
-"""The composition's stages (:func:`irflow.api.online.run_abtest`) as Prefect tasks."""
+"""The composition's stages (:func:`irflow.api.abtest.run_abtest`) as Prefect tasks."""
 
 
 @task(name="write A/B report", cache_policy=NONE)
@@ -41,7 +41,7 @@ def write_task(config: AbTestConfig, analysis: dict[str, Any], sequential: dict[
 
 @task(name="track A/B test", cache_policy=NONE)
 def track_task(config: AbTestConfig, document: dict[str, Any]) -> str:
-    """One MLflow run (:func:`irflow.api.online.track_abtest`) linked both ways with this flow run (tags
+    """One MLflow run (:func:`irflow.api.abtest.track_abtest`) linked both ways with this flow run (tags
     ``prefect.flow_run_id`` and ``mlflow-run:<id>``)."""
     tracker, run_id = track_abtest(config, document, prefect_tags())
     link_to_mlflow(tracker, run_id, f"A/B test {Path(config.log).name}")

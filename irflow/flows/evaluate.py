@@ -29,12 +29,12 @@ from irflow.api.request import (
     DEFAULT_SYSTEMS,
     EvaluationRequest,
     SystemEntry,
-    make_request,
 )
+from irflow.flows.request import request_of
 from irflow.flows.stages import embed_stage, track_task
 from irflow.tasks.core import run_identity
 from irflow.tasks.core.atomic import write_json
-from irflow.tasks.core.schema import Dataset, DownloadError, InputError
+from irflow.tasks.core.schema import Dataset, DownloadError
 from irflow.tasks.core.stop import stop_on_signal
 from irflow.tasks.experiment import check_models
 from irflow.tasks.ingest import check_name, load_dataset
@@ -42,7 +42,7 @@ from irflow.tasks.metrics import parse_measures
 from irflow.tasks.report import write as report_stage
 from irflow.tasks.retrieve.searchers import measure_latency, retrieve
 from irflow.tasks.systems.labels import default_label
-from irflow.tasks.systems.specs import as_spec
+from irflow.tasks.systems.specs import SystemSpec, as_spec
 from irflow.tasks.tracking.log import TrackingOptions, check_tracking
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ def system_task_name(stage: str) -> Callable[[], str]:
     def name() -> str:
         from prefect.runtime import task_run
 
-        return f"{stage} {default_label(str(task_run.parameters.get('system', '?')))}"
+        return f"{stage} {default_label(task_run.parameters.get('system', '?'))}"
 
     return name
 
@@ -139,12 +139,14 @@ def ingest_task(name: str, split: str | None) -> Dataset:
 
 
 @task(name="retrieve", task_run_name=system_task_name("retrieve"), cache_policy=NONE)
-def retrieve_task(dataset: Dataset, system: str, depth: int | None) -> Any:
+def retrieve_task(dataset: Dataset, system: str | SystemSpec, depth: int | None) -> Any:
     return retrieve(dataset, system, depth)
 
 
 @task(name="latency", task_run_name=system_task_name("latency"), cache_policy=NONE)
-def latency_task(dataset: Dataset, system: str, depth: int | None, num_runs: int, seed: int = 0) -> dict[str, Any]:
+def latency_task(
+    dataset: Dataset, system: str | SystemSpec, depth: int | None, num_runs: int, seed: int = 0
+) -> dict[str, Any]:
     latency = measure_latency(dataset, system, depth=depth, num_runs=num_runs, seed=seed)
     return {k: v for k, v in vars(latency).items() if k not in ("system", "info")}
 
@@ -192,7 +194,7 @@ class PrefectStages(Stages):
         return embed_stage(dataset, specs)
 
     def retrieve(self, dataset: Dataset, systems: Sequence[SystemEntry], depth: int | None) -> dict[str, Any]:
-        futures = {e.key: retrieve_task.submit(dataset, e.key, depth) for e in systems if e.source is None}
+        futures = {e.key: retrieve_task.submit(dataset, e.spec, depth) for e in systems if e.source is None}
         wait(list(futures.values()))
         out: dict[str, Any] = {}
         for entry in systems:
@@ -204,7 +206,7 @@ class PrefectStages(Stages):
                 out[entry.key] = exc
         return out
 
-    def latency(self, dataset: Dataset, system: str, depth: int | None, runs: int, seed: int) -> dict[str, Any]:
+    def latency(self, dataset: Dataset, system: SystemSpec, depth: int | None, runs: int, seed: int) -> dict[str, Any]:
         return latency_task(dataset, system, depth, runs, seed)
 
     def metrics(
@@ -227,59 +229,6 @@ class PrefectStages(Stages):
         self, evaluations: list[report_stage.SystemEvaluation], human: Dataset, measures: list[str], baseline: str
     ) -> dict[str, Any]:
         return calibrate_task(evaluations, human, measures, baseline)
-
-
-def request_of(
-    dataset: str,
-    systems: Sequence[str],
-    metrics: Sequence[str],
-    *,
-    split: str | None = None,
-    depth: int | None = None,
-    latency_runs: int = 3,
-    baseline: str | None = None,
-    seed: int = 0,
-    human: str | None = None,
-    labels: Mapping[str, str] | None = None,
-) -> EvaluationRequest:
-    """The evaluation request of ``irflow run`` and the flow's parameters, checked (errors name the
-    command-line option: ``--system``, ``--metric``, ...)."""
-    try:
-        return make_request(
-            dataset,
-            list(systems),
-            metrics=list(metrics),
-            baseline=baseline,
-            depth=depth,
-            split=split,
-            human=human,
-            seed=seed,
-            latency_runs=latency_runs,
-            labels=labels,
-        )
-    except InputError as exc:
-        raise InputError(cli_names(str(exc))) from None
-
-
-def cli_names(message: str) -> str:
-    """An API argument's name in an error, as the command line spells it (``systems:`` -> ``--system:``)."""
-    for name, option in OPTION_NAMES.items():
-        if message.startswith(name + ":") or message.startswith(name + "["):
-            return option + message[len(name) :]
-    return message
-
-
-OPTION_NAMES = {
-    "systems": "--system",
-    "metrics": "--metric",
-    "dataset": "--dataset",
-    "baseline": "--baseline",
-    "depth": "--depth",
-    "split": "--split",
-    "human": "--human",
-    "latency_runs": "--latency-runs",
-    "seed": "--seed",
-}
 
 
 # one stage at a time by default (`--task-runner dask`: with_options); cast as Prefect does for its own default

@@ -1,7 +1,7 @@
 """The ``interleave`` flow: two systems' rankings → team-draft interleaving with simulated users (or a real
 interleaving log) → wins/ties/losses, Δ_AB, the sign test, the queries each test needs → result folder, MLflow.
 
-Composition only (:func:`irflow.api.online.run_interleave`, its stages as tasks): the rankings come from
+Composition only (:func:`irflow.api.interleave.run_interleave`, its stages as tasks): the rankings come from
 the evaluate flow's ingest, embed and retrieve stages (any spec kind), the statistics from
 ``tasks.online``, the result folder is published whole, MLflow is ``tasks.tracking``.
 """
@@ -15,7 +15,7 @@ from typing import Any
 from prefect import flow, task
 from prefect.cache_policies import NONE
 
-from irflow.api.online import (
+from irflow.api.interleave import (
     OFFLINE_METRIC,
     USERS_PER_QUERY,
     InterleaveRequest,
@@ -36,11 +36,11 @@ from irflow.tasks.tracking import TrackingOptions, check_tracking
 simulate_task = task(name="simulate users", cache_policy=NONE)(simulate_users)
 
 STAGES = InterleaveStages(ingest=ingest_task, embed=embed_stage, retrieve=retrieve_task, simulate=simulate_task)
-"""The composition's stages (:func:`irflow.api.online.run_interleave`) as Prefect tasks."""
+"""The composition's stages (:func:`irflow.api.interleave.run_interleave`) as Prefect tasks."""
 
 
 def _track(output: Path, document: dict[str, Any], options: TrackingOptions, name: str) -> dict[str, Any]:
-    """One MLflow run (:func:`irflow.api.online.track_interleave`), linked with this flow run."""
+    """One MLflow run (:func:`irflow.api.interleave.track_interleave`), linked with this flow run."""
     tracker, run_id = track_interleave(output, document, options.experiment, name, prefect_tags())
     link_to_mlflow(tracker, run_id, "interleaving")
     return {"run_id": run_id, "experiment": tracker.experiment, "url": tracker.run_url(run_id)}

@@ -1,4 +1,4 @@
-"""``irflow.api.online``: ``abtest``, ``interleave`` and ``power`` in this process, their numbers equal to what
+"""``irflow.abtest``, ``irflow.interleave`` and ``irflow.power`` in this process, their numbers equal to what
 ``irflow abtest``, ``irflow interleave`` and ``irflow power`` write, their results saved and loaded back
 equal, bad arguments named, and neither Prefect nor MLflow imported by a default call."""
 
@@ -17,7 +17,7 @@ import pytest
 from support.abtest import simulate_log
 from support.cli import irflow
 
-from irflow.api.online import ABTest, Interleaving, abtest, interleave, power
+from irflow.api import ABTest, Interleaving, abtest, interleave, power
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.online.interleave import team_draft
 
@@ -219,7 +219,7 @@ def test_default_calls_import_neither_prefect_nor_mlflow(tmp_path: Path) -> None
 import sys
 import numpy as np, pandas as pd
 from types import SimpleNamespace
-from irflow.api.online import abtest, interleave, power
+from irflow.api import abtest, interleave, power
 abtest({str(tmp_path / "ab.csv")!r}, sequential=True).save({str(tmp_path / "ab")!r})
 interleave(log={str(log)!r}).save({str(tmp_path / "il")!r})
 pq = pd.DataFrame({{"system": ["a"] * 5 + ["b"] * 5, "query_id": [f"q{{i}}" for i in range(5)] * 2,

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from support.cli import irflow
 
-from irflow.cli.pool import cmd_agreement
+from irflow.cli.agreement import cmd_agreement
 from irflow.tasks import ingest
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.evalsets.pool import (
@@ -229,7 +229,7 @@ def test_one_grade_only_is_undefined_not_perfect_agreement(tmp_path: Path, capsy
     for name, grades in (("a.tsv", [2, 2, 2, 0]), ("b.tsv", [2, 2, 2, None])):
         rows = "".join(f"q1\td{i}\t{'' if g is None else g}\n" for i, g in enumerate(grades))
         (tmp_path / name).write_text("query_id\tdoc_id\tgrade\n" + rows, encoding="utf-8")
-    assert cmd_agreement(argparse.Namespace(sheets=[tmp_path / "a.tsv", tmp_path / "b.tsv"])) == 0
+    assert cmd_agreement(argparse.Namespace(sheets=[tmp_path / "a.tsv", tmp_path / "b.tsv"], json=False)) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1] == "Cohen's kappa:            undefined (one grade only)"
     assert out[4] == "Krippendorff's alpha, ordinal:  undefined (one grade only)"

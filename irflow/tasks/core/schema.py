@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported by the stages that build tables, not by the errors and names
+    import pandas as pd
 
 RUN_COLUMNS = ("query_id", "doc_id", "score", "rank")
 

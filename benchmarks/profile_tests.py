@@ -1,0 +1,76 @@
+"""Where the test suite's time goes: every test's CPU seconds (its process and its children), the 20 most
+expensive, and the suite's totals, measured by running ``pytest`` as the README runs it.
+
+    python benchmarks/profile_tests.py [-- PYTEST_ARGS...]
+
+Runs ``pytest`` (the project's ``addopts``: a worker per core) with ``benchmarks/cpu_profile_plugin.py`` loaded,
+under ``/usr/bin/time``-like accounting of the whole run (wall, and user+sys of every process), and writes
+``benchmarks/results/test_profile.json`` (atomically): ``wall_s``, ``cpu_s``, ``tests``, ``top`` (the 20
+tests with the most CPU seconds, with their wall seconds) and ``by_file`` (CPU seconds per test file).
+Goals (issue 38): ``pytest`` <= 600 s wall and <= 1,200 s CPU on a quiet 2-core machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULT = ROOT / "benchmarks" / "results" / "test_profile.json"
+TOP = 20
+
+
+def main(args: list[str]) -> int:
+    with tempfile.TemporaryDirectory(prefix="irflow-test-profile-") as tmp:
+        rows_file = Path(tmp) / "rows.jsonl"
+        env = {
+            **os.environ,
+            "IRFLOW_TEST_PROFILE": str(rows_file),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH")])),
+        }
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "cpu_profile_plugin", "-p", "no:cacheprovider", *args],
+            cwd=ROOT,
+            env=env,
+            check=False,
+        )
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        rows = [json.loads(line) for line in rows_file.read_text().splitlines()] if rows_file.exists() else []
+    by_file: dict[str, float] = defaultdict(float)
+    for row in rows:
+        by_file[row["test"].split("::")[0]] += row["cpu_s"]
+    result = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load": os.getloadavg()},
+        "pytest_exit_code": done.returncode,
+        "wall_s": round(wall, 1),
+        "cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 1),
+        "tests": len(rows),
+        "goal": {"wall_s": 600, "cpu_s": 1200},
+        "top": sorted(rows, key=lambda r: -r["cpu_s"])[:TOP],
+        "by_file": dict(sorted(((f, round(s, 1)) for f, s in by_file.items()), key=lambda kv: -kv[1])),
+    }
+    RESULT.parent.mkdir(parents=True, exist_ok=True)
+    partial = RESULT.with_suffix(".json.tmp")
+    partial.write_text(json.dumps(result, indent=2) + "\n")
+    partial.replace(RESULT)
+    print(json.dumps({k: result[k] for k in ("wall_s", "cpu_s", "tests", "pytest_exit_code")}))
+    for row in result["top"]:
+        print(f"{row['cpu_s']:8.1f} s CPU {row['wall_s']:8.1f} s wall  {row['test']}")
+    return 0 if done.returncode == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:] if sys.argv[1:2] != ["--"] else sys.argv[2:]))

@@ -1,0 +1,80 @@
+"""``irflow power RESULT``: how many queries a result's paired comparisons need, and the smallest difference
+they detect (``tasks.compare.power``). Imports stay lazy so ``irflow --help`` answers at once."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from irflow.cli.options import baseline_option, json_option, result_argument
+
+
+def check_power(args: argparse.Namespace) -> None:
+    """The result folder holds per-query values; the numbers are in range."""
+    from irflow.cli.checks import check_result
+    from irflow.tasks.core.schema import InputError
+
+    check_result(args.result, ("metrics.json", "per_query.parquet"))
+    for name, value in (("--alpha", args.alpha), ("--power", args.power)):
+        if not 0 < value < 1:
+            raise InputError(f"{name} expects a number between 0 and 1, got {value}")
+    if args.resamples < 0:
+        raise InputError(f"--resamples expects an integer >= 0 (0: skip), got {args.resamples}")
+
+
+def cmd_power(args: argparse.Namespace) -> int:
+    import json
+
+    from irflow.tasks.compare.power import RESAMPLE_LIMIT, power_table
+    from irflow.tasks.report.results import load_results
+
+    stored = load_results(args.result)
+    baseline = args.baseline or stored.document.get("baseline") or next(iter(stored.document["systems"]))
+    found = power_table(
+        stored.per_query,
+        args.metric,
+        baseline,
+        args.delta,
+        alpha=args.alpha,
+        power=args.power,
+        resamples=args.resamples,
+        seed=args.seed,
+    )
+    if args.json:
+        print(
+            json.dumps(
+                {"metric": args.metric, "baseline": baseline, "systems": {s: p.as_dict() for s, p in found.items()}},
+                indent=2,
+            )
+        )
+        return 0
+    print(f"{args.metric}, paired against {baseline}; {args.power:.0%} power at α = {args.alpha} (two-sided paired t)")
+    for system, p in found.items():
+        checked = f" (resampling: {p.queries_needed_resampled:,})" if p.queries_needed_resampled else ""
+        if args.resamples and p.queries_needed and p.queries_needed > RESAMPLE_LIMIT:
+            checked = f" (not resampled above {RESAMPLE_LIMIT:,})"
+        needed = f"{p.queries_needed:,}{checked}" if p.queries_needed else "none would (Δ = 0)"
+        print(
+            f"{system}: {p.queries} queries, Δ {p.mean_difference:+.4f} (sd {p.sd_difference:.4f}); "
+            f"detects ±{p.minimum_detectable_difference:.4f} now; to detect {p.delta:+.4f}: {needed} queries "
+            f"(power now {p.power_now:.0%})"
+        )
+    return 0
+
+
+def add_power_parser(sub: Any) -> None:
+    """Register ``irflow power``."""
+    q = sub.add_parser("power", help="queries needed for 80%% power, and the smallest difference a result detects")
+    result_argument(q, "a result folder of `irflow run` (with per_query.parquet)")
+    q.add_argument("--metric", default="nDCG@10", help="metric (default nDCG@10)")
+    q.add_argument("--delta", type=float, help="the difference to detect (default: the observed one)")
+    baseline_option(q, "the system the others are compared with (a spec or a label; default: the result's baseline)")
+    q.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
+    q.add_argument("--power", type=float, default=0.8, help="power (0.8)")
+    q.add_argument("--resamples", type=int, default=2000, help="resamples of the check by simulation (0: skip)")
+    q.add_argument("--seed", type=int, default=0, help="seed of the resampling (0)")
+    json_option(q)
+    q.set_defaults(func=cmd_power, check=check_power)
+
+
+__all__ = ["add_power_parser", "check_power", "cmd_power"]
