@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _cli import ROOT, irflow
+from support.cli import ROOT, irflow
 
 from irflow.cli.main import build_parser
 from irflow.cli.options import deprecation_note
