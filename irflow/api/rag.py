@@ -57,7 +57,7 @@ def validate_rag(
     from irflow.tasks.experiment import check_models
     from irflow.tasks.ingest import check_name
     from irflow.tasks.rag.calibrate import read_human_verdicts
-    from irflow.tasks.rag.llm import make_llm
+    from irflow.tasks.llm import make_llm
     from irflow.tasks.systems.specs import as_spec
 
     check_name(dataset)
@@ -214,7 +214,8 @@ class RagParts:
 
 def run_rag(request: RagRequest, stages: RagStages = RagStages()) -> RagParts:
     """The RAG evaluation of a checked request, stage by stage (nothing written, nothing tracked)."""
-    from irflow.tasks.rag.llm import CachedAsk, Usage, answer_cache, make_llm
+    from irflow.tasks.llm import make_llm
+    from irflow.tasks.rag.llm import CachedAsk, Usage, answer_cache
     from irflow.tasks.rag.score import bind_judge
 
     generator, metrics, judge = request.generator, list(request.metrics), request.judge

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from irflow.tasks.core.config import cache_dir
-from irflow.tasks.llm import AnswerCache, LLMClient, ask_all, estimate_tokens, make_llm, request_key
+from irflow.tasks.llm import AnswerCache, LLMClient, ask_all, estimate_tokens, request_key
 from irflow.tasks.rag.samples import Prompt, Reply
 
 EXPECTED_ANSWER_TOKENS = 150  # for the --dry-run estimate of an answer's length
@@ -106,5 +106,4 @@ class CachedAsk:
         }
 
 
-# make_llm is irflow.tasks.llm's, importable here for irflow.api.rag
-__all__ = ["EXPECTED_ANSWER_TOKENS", "CachedAsk", "Usage", "answer_cache", "make_llm"]
+__all__ = ["EXPECTED_ANSWER_TOKENS", "CachedAsk", "Usage", "answer_cache"]
