@@ -56,8 +56,8 @@ def validate_rag(
     every error names the option and what it expects, before any work."""
     from irflow.tasks.experiment import check_models
     from irflow.tasks.ingest import check_name
-    from irflow.tasks.rag.calibrate import read_human_verdicts
     from irflow.tasks.llm import make_llm
+    from irflow.tasks.rag.calibrate import read_human_verdicts
     from irflow.tasks.systems.specs import as_spec
 
     check_name(dataset)
