@@ -21,7 +21,9 @@ def cmd_abtest(args: argparse.Namespace) -> int:
         raise InputError(f"--treatment-share {args.treatment_share}: expected a share between 0 and 1 (0.5: even)")
     if args.tau is not None and not args.tau > 0:
         raise InputError(f"--tau {args.tau}: expected a positive number (the spread of the effects expected)")
-    output = args.output or str(Path("results") / "abtest" / Path(args.log).stem)
+    from irflow.tasks.core.run_identity import default_root
+
+    output = args.output or str(default_root(None, "abtest") / Path(args.log).stem)  # and results/abtest/latest
     check_output(output)  # an unwritable folder fails before any work
     from irflow.flows import prefect_api
 

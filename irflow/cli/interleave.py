@@ -37,12 +37,11 @@ def cmd_interleave(args: argparse.Namespace) -> int:
 
         validate(args.dataset, systems, [])
         parse_click_model(args.clicks)
-    where = args.dataset or "interleave-logs"
-    name = run_identity.run_name(where, ["interleave", *systems])
+    name = run_identity.run_name(args.dataset or "interleave-logs", ["interleave", *systems])
     if args.output:
         output = run_identity.check_explicit_output(args.output, args.overwrite)
-    else:
-        output = run_identity.claim_default_output(where, name)
+    else:  # results/<dataset>/interleave/<name>/ (results/interleave/ for a log), beside its own latest
+        output = run_identity.claim_default_output(args.dataset, name, "interleave")
     prefect_api.ready()
     try:
         document = interleave_flow(
@@ -139,7 +138,7 @@ def add_interleave_parsers(sub: Any) -> None:
     p.add_argument("--power", type=float, default=0.8, help="power for the queries needed (0.8)")
     p.add_argument("--replicates", type=int, default=500, help="simulated experiments per sample size (500)")
     p.add_argument("--seed", type=int, default=0, help="seed of the users, the coin flips and the clicks (0)")
-    p.add_argument("--output", metavar="DIR", help="result folder (default: results/<dataset>/<name>/)")
+    p.add_argument("--output", metavar="DIR", help="result folder (default: results/<dataset>/interleave/<name>/)")
     p.add_argument("--overwrite", action="store_true", help="replace another run's results in --output")
     p.add_argument("--experiment", default="irflow", help="MLflow experiment (default: irflow)")
     p.add_argument("--no-track", action="store_true", help="do not log to MLflow")

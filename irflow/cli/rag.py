@@ -142,7 +142,7 @@ def add_rag_parser(sub: Any) -> None:
     p.add_argument(
         "--human", metavar="FILE", help="human verdicts on some answers (JSONL/CSV): calibrate the judge (PPI++)"
     )
-    p.add_argument("--output", metavar="DIR", help="result folder (default: a new results/<dataset>/<run name>/)")
+    p.add_argument("--output", metavar="DIR", help="result folder (default: a new results/<dataset>/rag/<run name>/)")
     p.add_argument("--overwrite", action="store_true", help="replace the results of another run in --output")
     p.add_argument("--dry-run", action="store_true", help="print the LLM calls, tokens and USD, send nothing")
     p.set_defaults(func=cmd_rag, runs_flow=True)

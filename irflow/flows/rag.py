@@ -105,13 +105,13 @@ def rag_flow(
     run_name: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate the answers of every configuration on ``dataset``; returns the metrics document also written
-    to ``output`` (default a new ``results/<dataset>/<run name>/``)."""
+    to ``output`` (default a new ``results/<dataset>/rag/<run name>/``, and ``rag/latest`` points at it)."""
     specs, parsed, chosen, names, base = validate_rag(
         dataset, systems, answers, generator, k, metrics, judge, judge_repeats, baseline, human
     )
     name = run_name or runtime.flow_run.name or run_identity.run_name(dataset, ["rag", *names])
     claimed = output is None
-    output = str(claim_output(dataset, output, overwrite, name))
+    output = str(claim_output(dataset, output, overwrite, name, "rag"))
     try:
         with stop_on_signal():
             return _rag(
@@ -180,7 +180,7 @@ def _rag(
     parts = run_rag(request, STAGES)
     document = report_task(output, parts, metrics, baseline)
     document = {**document, "output": output}
-    if run_identity.is_default_output(dataset, output):
+    if run_identity.is_default_output(dataset, output, "rag"):  # results/<dataset>/rag/latest
         run_identity.point_latest(output)
     if tracking.enabled:
         document = {**document, "mlflow": track_task(output, tracking, seed)}
