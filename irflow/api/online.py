@@ -27,6 +27,7 @@ from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.online import abtest as ab_stats
 from irflow.tasks.online import abtest_sequential
 from irflow.tasks.online.abtest_log import AbLog, check_ab_log, read_ab_log
+from irflow.tasks.online.interleave_report import label_of, side_labels
 
 ABTEST_EXPERIMENT = "irflow-abtest"
 PRIMARY = "ctr"  # the A/B verdict's metric: clicks per query shown
@@ -352,9 +353,9 @@ def abtest(
 @dataclass(frozen=True, eq=False)
 class Power(FrameEquality):
     """What ``irflow power RESULT --metric M`` computes: per candidate against the baseline (index
-    ``system``): ``queries``, ``mean_difference``, ``sd_difference``, ``effect``,
-    ``minimum_detectable_difference``, ``delta``, ``queries_needed``, ``queries_needed_resampled``,
-    ``power_now``, ``alpha``, ``power``."""
+    ``system``, the label; ``baseline`` is a label too): ``spec``, ``queries``, ``mean_difference``,
+    ``sd_difference``, ``effect``, ``minimum_detectable_difference``, ``delta``, ``queries_needed``,
+    ``queries_needed_resampled``, ``power_now``, ``alpha``, ``power``."""
 
     metric: str
     baseline: str
@@ -406,6 +407,7 @@ def power(
     with (default: the evaluation's); ``resamples``: the check of the t approximation by resampling (0: skip).
     """
     from irflow.tasks.compare.power import power_table
+    from irflow.tasks.report.plots import short_labels
 
     if not isinstance(metric, str) or not metric:
         raise InputError(f"metric={metric!r}: expected a metric name of the evaluation, e.g. 'nDCG@10'")
@@ -427,8 +429,11 @@ def power(
                 "or an irflow.Evaluation"
             )
         stored = load_results(folder)
-        per_query = stored.per_query
+        labels = short_labels(list(dict.fromkeys(stored.per_query["system"])), stored.document.get("labels"))
+        per_query = stored.per_query.assign(system=stored.per_query["system"].map(labels))  # by label
+        spec_of = {label: spec for spec, label in labels.items()}
         default = stored.document.get("baseline") or next(iter(stored.document["systems"]))
+        default = labels.get(default, default)
     elif isinstance(getattr(evaluation_or_folder, "per_query", None), pd.DataFrame):
         per_query = evaluation_or_folder.per_query
         missing = {"system", "query_id", "metric", "value"} - set(per_query.columns)
@@ -438,12 +443,22 @@ def power(
                 "system, query_id, metric, value"
             )
         default = getattr(evaluation_or_folder, "baseline", None) or next(iter(dict.fromkeys(per_query["system"])))
+        given = getattr(evaluation_or_folder, "systems", None)  # an Evaluation's: label -> spec
+        if isinstance(given, Mapping):
+            spec_of = {str(s): str(given.get(s, s)) for s in dict.fromkeys(per_query["system"])}
+        else:  # a table by spec: by label from here on
+            labels = short_labels(list(dict.fromkeys(per_query["system"])))
+            per_query = per_query.assign(system=per_query["system"].map(labels))
+            spec_of = {label: spec for spec, label in labels.items()}
+            default = labels.get(default, default)
     else:
         raise InputError(
             "evaluation_or_folder: expected a result folder of irflow run or an object with a per_query DataFrame "
             f"(an irflow.Evaluation), got {type(evaluation_or_folder).__name__}"
         )
+    label_of_spec = {spec: label for label, spec in spec_of.items()}
     base = baseline or default
+    base = label_of_spec.get(base, base)  # a baseline named by its spec or its label
     metrics = sorted(per_query["metric"].unique())
     if metric not in metrics:
         raise InputError(f"metric={metric!r}: the evaluation has no per-query values of it; it has {metrics}")
@@ -462,6 +477,7 @@ def power(
     table = pd.DataFrame([p.as_dict() for p in found.values()], index=list(found), columns=columns)
     for column in ("queries_needed", "queries_needed_resampled"):
         table[column] = table[column].astype("Int64")
+    table.insert(0, "spec", [spec_of.get(str(s), str(s)) for s in table.index])
     return Power(metric, str(base), table.rename_axis("system"), alpha, power)
 
 
@@ -591,7 +607,8 @@ def run_interleave(
     runs = {s: stages.retrieve(data, s, request.depth).run for s in specs}
     users = request.users or USERS_PER_QUERY * len(data.queries)
     document, per_query = stages.simulate(data, runs, request, users)
-    return document, per_query, f"interleave {data.name} {specs[0]} vs {specs[1]}"
+    labels = side_labels(document["interleave"])
+    return document, per_query, f"interleave {data.name} {labels['A']} vs {labels['B']}"
 
 
 def write_interleave(folder: str | Path, document: Mapping[str, Any], per_query: pd.DataFrame) -> None:
@@ -610,21 +627,25 @@ def write_interleave(folder: str | Path, document: Mapping[str, Any], per_query:
 class Interleaving(FrameEquality):
     """Team-draft interleaving of system A against system B (``irflow interleave``).
 
-    ``outcome``: one row per system (index ``A``, ``B``: ``system``, ``wins``, ``ctr``, ``offline`` nDCG@10
-    where simulated); ``impressions``, ``ties``, ``delta_ab`` and the sign test's ``p_value`` beside it;
+    Systems are named by their labels (``dense:all-MiniLM-L6-v2``; a log's team names as they are), their
+    specs one field away (``specs``, the outcome's ``spec`` column).
+    ``outcome``: one row per system (index ``A``, ``B``: ``system`` (the label), ``spec``, ``wins``, ``ctr``,
+    ``offline`` nDCG@10 where simulated); ``impressions``, ``ties``, ``delta_ab`` and the sign test's
+    ``p_value`` beside it;
     ``per_query``: ``query_id, impressions, wins, ties, losses`` (A against B); ``queries_to_detect``: the
     queries each test needs (simulation only; ``None`` where more than searched).
     """
 
     mode: str  # "simulation" or "log"
-    systems: tuple[str, str]  # A, B
+    systems: tuple[str, str]  # A, B: their labels
+    specs: tuple[str, str]  # A, B: their specs
     outcome: pd.DataFrame
     impressions: int
     ties: int
     delta_ab: float
     p_value: float
     alpha: float
-    prefers: str | None  # the preferred system, None without a significant preference
+    prefers: str | None  # the preferred system's label, None without a significant preference
     per_query: pd.DataFrame
     queries_to_detect: pd.DataFrame | None
     _document: dict[str, Any] = field(repr=False)
@@ -650,15 +671,20 @@ class Interleaving(FrameEquality):
         if block.get("offline"):  # metrics.json holds its keys sorted: A, then B, as the command wrote them
             block["offline"] = {s: block["offline"][s] for s in block["systems"].values() if s in block["offline"]}
         o = block["outcome"]
+        labels, specs = side_labels(block), block["systems"]
         table = pd.DataFrame(
-            {"system": [block["systems"]["A"], block["systems"]["B"]], "wins": [o["wins"], o["losses"]]},
+            {
+                "system": [labels["A"], labels["B"]],
+                "spec": [specs["A"], specs["B"]],
+                "wins": [o["wins"], o["losses"]],
+            },
             index=pd.Index(["A", "B"], name="team"),
         )
         if block.get("ctr"):
             table["ctr"] = [float(block["ctr"]["A"]), float(block["ctr"]["B"])]
         for name, values in (block.get("offline") or {}).items():
             for m, v in values.items():
-                table.loc[table["system"] == name, m] = float(v)
+                table.loc[table["spec"] == name, m] = float(v)
         sizes = block.get("queries_to_detect")
         detect = None
         if sizes:
@@ -666,7 +692,7 @@ class Interleaving(FrameEquality):
                 [
                     {
                         "test": test,
-                        "prefers": block["systems"].get(sizes[test].get("prefers") or ""),
+                        "prefers": labels.get(sizes[test].get("prefers") or ""),
                         "queries": sizes[test]["queries"],
                     }
                     for test in ("interleaving", "ab_ctr")
@@ -674,14 +700,15 @@ class Interleaving(FrameEquality):
             ).astype({"queries": "Int64"})
         return cls(
             mode=block["mode"],
-            systems=(block["systems"]["A"], block["systems"]["B"]),
+            systems=(labels["A"], labels["B"]),
+            specs=(specs["A"], specs["B"]),
             outcome=table,
             impressions=int(o["impressions"]),
             ties=int(o["ties"]),
             delta_ab=float(o["delta_ab"]),
             p_value=float(o["p_value"]),
             alpha=float(o["alpha"]),
-            prefers=block["prefers"],
+            prefers=label_of(block, block["prefers"]),
             per_query=per_query.reset_index(drop=True),
             queries_to_detect=detect,
             _document={"interleave": block},
@@ -776,7 +803,9 @@ def track_interleave(
     block = document["interleave"]
     with ending_runs():
         run_id = tracker.start(name, "interleave", tags=dict(tags))
+        labels = side_labels(block)
         params = {"system_a": block["systems"]["A"], "system_b": block["systems"]["B"], "mode": block["mode"]}
+        params |= {"label_a": labels["A"], "label_b": labels["B"]}
         params |= {k: block[k] for k in ("depth", "seed", "log") if k in block}
         if "dataset" in block:
             params |= {"dataset": block["dataset"]["name"], "split": block["dataset"]["split"]}
