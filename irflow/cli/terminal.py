@@ -201,12 +201,21 @@ def metrics_table(document: Mapping[str, Any], width: int = TABLE_WIDTH) -> str:
 
 
 def failures_text(document: Mapping[str, Any], width: int = TABLE_WIDTH) -> str:
-    """The systems that failed, listed under the table: ``failed: SPEC: error`` each, wrapped to ``width``."""
+    """The systems that failed, listed under the table: ``failed: LABEL: error`` each (and ``LABEL = SPEC``
+    on the next line where the label is shorter), wrapped to ``width``."""
+    from irflow.tasks.report.plots import short_labels
+
+    failed = document.get("failed") or {}
+    labels = short_labels(list(failed), document.get("labels"))
     lines = []
-    for system, error in (document.get("failed") or {}).items():
+    for system, error in failed.items():
         lines += textwrap.wrap(
-            redact(f"failed: {system}: {error}"), width, subsequent_indent="  ", break_on_hyphens=False
+            redact(f"failed: {labels[system]}: {error}"), width, subsequent_indent="  ", break_on_hyphens=False
         )
+        if labels[system] != system:  # the full spec, as the table gives it for a shortened label
+            lines += textwrap.wrap(
+                f"{labels[system]} = {system}", width, subsequent_indent="  ", break_on_hyphens=False
+            )
     return "\n".join(lines)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from irflow.cli.terminal import QuietFilter, ShortFormatter, metrics_table
+from irflow.cli.terminal import QuietFilter, ShortFormatter, failures_text, metrics_table
 from irflow.tasks.compare.family import ComparisonFamily, families
 from irflow.tasks.compare.significance import compare_systems, format_p
 from irflow.tasks.report import plots
@@ -365,3 +365,12 @@ def test_verdict_of_a_single_comparison_says_nothing_was_corrected() -> None:
         f"the gain is significant (p {format_p(data.comparisons.iloc[0]['p_adjusted'])}, "
         "a single comparison (nothing to correct))."
     )
+
+
+def test_a_failed_system_is_named_by_its_label_with_its_spec() -> None:
+    spec = "dense:sentence-transformers/all-MiniLM-L6-v2"
+    assert failures_text({"failed": {spec: "OSError: boom", "bm25": "x"}}).splitlines() == [
+        "failed: dense:all-MiniLM-L6-v2: OSError: boom",
+        f"dense:all-MiniLM-L6-v2 = {spec}",
+        "failed: bm25: x",
+    ]
