@@ -22,7 +22,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from irflow.api import rag as rag_api
 from irflow.api.rag import DEFAULT_K, MAX_K, RagRequest, RagStages, configuration_names, run_rag, validate_rag
-from irflow.flows.evaluate import claim_output, ingest_task, release_output, retrieve_task
+from irflow.flows.evaluate import claim_output, ingest_task, release_output, retrieve_task, system_task_name
 from irflow.flows.stages import embed_stage, link_to_mlflow, prefect_tags
 from irflow.tasks import tracking
 from irflow.tasks.core import run_identity
@@ -33,7 +33,9 @@ from irflow.tasks.tracking.log import TrackingOptions, check_tracking
 from irflow.tasks.tracking.rag import log_rag
 
 answers_task = task(name="answers", task_run_name="answers {name}", cache_policy=NONE)(rag_api.read_answers_file)
-generate_task = task(name="generate", task_run_name="generate {system}", cache_policy=NONE)(rag_api.generate_answers)
+generate_task = task(name="generate", task_run_name=system_task_name("generate"), cache_policy=NONE)(
+    rag_api.generate_answers
+)
 score_task = task(name="score", cache_policy=NONE)(rag_api.score_answers)
 significance_task = task(name="significance", cache_policy=NONE)(rag_api.significance)
 calibrate_task = task(name="calibrate", cache_policy=NONE)(rag_api.calibrate)

@@ -263,6 +263,8 @@ def test_evaluation_is_tracked_as_a_parent_run_with_a_child_per_system(shared: S
 
     by_system = {r.data.tags["irflow.system"]: r for r in children}
     child = by_system[dense]
+    assert child.info.run_name == child.data.tags["irflow.label"] == "dense:all-MiniLM-L6-v2"  # the label
+    assert child.data.tags["irflow.spec"] == child.data.params["system.spec"] == dense  # the spec, one tag away
     assert child.data.params["model.name"] == MINILM
     assert child.data.params["model.identity"].startswith(("sha256:", "hf:"))
     assert (
