@@ -26,6 +26,7 @@ from irflow.api._results import (
 )
 from irflow.api._stages import embed, ingest, retrieve
 from irflow.tasks.core.schema import Dataset, InputError
+from irflow.tasks.online.interleave_report import label_of, side_labels
 
 # ---------------------------------------------------------------------------------------------------------
 # interleaving
@@ -153,7 +154,8 @@ def run_interleave(
     runs = {s: stages.retrieve(data, s, request.depth).run for s in specs}
     users = request.users or USERS_PER_QUERY * len(data.queries)
     document, per_query = stages.simulate(data, runs, request, users)
-    return document, per_query, f"interleave {data.name} {specs[0]} vs {specs[1]}"
+    labels = side_labels(document["interleave"])
+    return document, per_query, f"interleave {data.name} {labels['A']} vs {labels['B']}"
 
 
 def write_interleave(folder: str | Path, document: Mapping[str, Any], per_query: pd.DataFrame) -> None:
@@ -172,21 +174,25 @@ def write_interleave(folder: str | Path, document: Mapping[str, Any], per_query:
 class Interleaving(FrameEquality):
     """Team-draft interleaving of system A against system B (``irflow interleave``).
 
-    ``outcome``: one row per system (index ``A``, ``B``: ``system``, ``wins``, ``ctr``, ``offline`` nDCG@10
-    where simulated); ``impressions``, ``ties``, ``delta_ab`` and the sign test's ``p_value`` beside it;
+    Systems are named by their labels (``dense:all-MiniLM-L6-v2``; a log's team names as they are), their
+    specs one field away (``specs``, the outcome's ``spec`` column).
+    ``outcome``: one row per system (index ``A``, ``B``: ``system`` (the label), ``spec``, ``wins``, ``ctr``,
+    ``offline`` nDCG@10 where simulated); ``impressions``, ``ties``, ``delta_ab`` and the sign test's
+    ``p_value`` beside it;
     ``per_query``: ``query_id, impressions, wins, ties, losses`` (A against B); ``queries_to_detect``: the
     queries each test needs (simulation only; ``None`` where more than searched).
     """
 
     mode: str  # "simulation" or "log"
-    systems: tuple[str, str]  # A, B
+    systems: tuple[str, str]  # A, B: their labels
+    specs: tuple[str, str]  # A, B: their specs
     outcome: pd.DataFrame
     impressions: int
     ties: int
     delta_ab: float
     p_value: float
     alpha: float
-    prefers: str | None  # the preferred system, None without a significant preference
+    prefers: str | None  # the preferred system's label, None without a significant preference
     per_query: pd.DataFrame
     queries_to_detect: pd.DataFrame | None
     _document: dict[str, Any] = field(repr=False)
@@ -212,15 +218,20 @@ class Interleaving(FrameEquality):
         if block.get("offline"):  # metrics.json holds its keys sorted: A, then B, as the command wrote them
             block["offline"] = {s: block["offline"][s] for s in block["systems"].values() if s in block["offline"]}
         o = block["outcome"]
+        labels, specs = side_labels(block), block["systems"]
         table = pd.DataFrame(
-            {"system": [block["systems"]["A"], block["systems"]["B"]], "wins": [o["wins"], o["losses"]]},
+            {
+                "system": [labels["A"], labels["B"]],
+                "spec": [specs["A"], specs["B"]],
+                "wins": [o["wins"], o["losses"]],
+            },
             index=pd.Index(["A", "B"], name="team"),
         )
         if block.get("ctr"):
             table["ctr"] = [float(block["ctr"]["A"]), float(block["ctr"]["B"])]
         for name, values in (block.get("offline") or {}).items():
             for m, v in values.items():
-                table.loc[table["system"] == name, m] = float(v)
+                table.loc[table["spec"] == name, m] = float(v)
         sizes = block.get("queries_to_detect")
         detect = None
         if sizes:
@@ -228,7 +239,7 @@ class Interleaving(FrameEquality):
                 [
                     {
                         "test": test,
-                        "prefers": block["systems"].get(sizes[test].get("prefers") or ""),
+                        "prefers": labels.get(sizes[test].get("prefers") or ""),
                         "queries": sizes[test]["queries"],
                     }
                     for test in ("interleaving", "ab_ctr")
@@ -236,14 +247,15 @@ class Interleaving(FrameEquality):
             ).astype({"queries": "Int64"})
         return cls(
             mode=block["mode"],
-            systems=(block["systems"]["A"], block["systems"]["B"]),
+            systems=(labels["A"], labels["B"]),
+            specs=(specs["A"], specs["B"]),
             outcome=table,
             impressions=int(o["impressions"]),
             ties=int(o["ties"]),
             delta_ab=float(o["delta_ab"]),
             p_value=float(o["p_value"]),
             alpha=float(o["alpha"]),
-            prefers=block["prefers"],
+            prefers=label_of(block, block["prefers"]),
             per_query=per_query.reset_index(drop=True),
             queries_to_detect=detect,
             _document={"interleave": block},
@@ -338,7 +350,9 @@ def track_interleave(
     block = document["interleave"]
     with ending_runs():
         run_id = tracker.start(name, "interleave", tags=dict(tags))
+        labels = side_labels(block)
         params = {"system_a": block["systems"]["A"], "system_b": block["systems"]["B"], "mode": block["mode"]}
+        params |= {"label_a": labels["A"], "label_b": labels["B"]}
         params |= {k: block[k] for k in ("depth", "seed", "log") if k in block}
         if "dataset" in block:
             params |= {"dataset": block["dataset"]["name"], "split": block["dataset"]["split"]}

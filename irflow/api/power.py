@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,9 @@ from irflow.tasks.core.schema import InputError
 @dataclass(frozen=True, eq=False)
 class Power(FrameEquality):
     """What ``irflow power RESULT --metric M`` computes: per candidate against the baseline (index
-    ``system``): ``queries``, ``mean_difference``, ``sd_difference``, ``effect``,
-    ``minimum_detectable_difference``, ``delta``, ``queries_needed``, ``queries_needed_resampled``,
-    ``power_now``, ``alpha``, ``power``."""
+    ``system``, the label; ``baseline`` is a label too): ``spec``, ``queries``, ``mean_difference``,
+    ``sd_difference``, ``effect``, ``minimum_detectable_difference``, ``delta``, ``queries_needed``,
+    ``queries_needed_resampled``, ``power_now``, ``alpha``, ``power``."""
 
     metric: str
     baseline: str
@@ -79,6 +80,7 @@ def power(
     with (default: the evaluation's); ``resamples``: the check of the t approximation by resampling (0: skip).
     """
     from irflow.tasks.compare.power import power_table
+    from irflow.tasks.report.plots import short_labels
 
     if not isinstance(metric, str) or not metric:
         raise InputError(f"metric={metric!r}: expected a metric name of the evaluation, e.g. 'nDCG@10'")
@@ -100,8 +102,11 @@ def power(
                 "or an irflow.Evaluation"
             )
         stored = load_results(folder)
-        per_query = stored.per_query
+        labels = short_labels(list(dict.fromkeys(stored.per_query["system"])), stored.document.get("labels"))
+        per_query = stored.per_query.assign(system=stored.per_query["system"].map(labels))  # by label
+        spec_of = {label: spec for spec, label in labels.items()}
         default = stored.document.get("baseline") or next(iter(stored.document["systems"]))
+        default = labels.get(default, default)
     elif isinstance(getattr(evaluation_or_folder, "per_query", None), pd.DataFrame):
         per_query = evaluation_or_folder.per_query
         missing = {"system", "query_id", "metric", "value"} - set(per_query.columns)
@@ -111,12 +116,22 @@ def power(
                 "system, query_id, metric, value"
             )
         default = getattr(evaluation_or_folder, "baseline", None) or next(iter(dict.fromkeys(per_query["system"])))
+        given = getattr(evaluation_or_folder, "systems", None)  # an Evaluation's: label -> spec
+        if isinstance(given, Mapping):
+            spec_of = {str(s): str(given.get(s, s)) for s in dict.fromkeys(per_query["system"])}
+        else:  # a table by spec: by label from here on
+            labels = short_labels(list(dict.fromkeys(per_query["system"])))
+            per_query = per_query.assign(system=per_query["system"].map(labels))
+            spec_of = {label: spec for spec, label in labels.items()}
+            default = labels.get(default, default)
     else:
         raise InputError(
             "evaluation_or_folder: expected a result folder of irflow run or an object with a per_query DataFrame "
             f"(an irflow.Evaluation), got {type(evaluation_or_folder).__name__}"
         )
+    label_of_spec = {spec: label for label, spec in spec_of.items()}
     base = baseline or default
+    base = label_of_spec.get(base, base)  # a baseline named by its spec or its label
     metrics = sorted(per_query["metric"].unique())
     if metric not in metrics:
         raise InputError(f"metric={metric!r}: the evaluation has no per-query values of it; it has {metrics}")
@@ -135,6 +150,7 @@ def power(
     table = pd.DataFrame([p.as_dict() for p in found.values()], index=list(found), columns=columns)
     for column in ("queries_needed", "queries_needed_resampled"):
         table[column] = table[column].astype("Int64")
+    table.insert(0, "spec", [spec_of.get(str(s), str(s)) for s in table.index])
     return Power(metric, str(base), table.rename_axis("system"), alpha, power)
 
 

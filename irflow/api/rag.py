@@ -26,6 +26,7 @@ from irflow.tasks.rag import answers as answer_files
 from irflow.tasks.rag.generate import Generator, check_replies, generate, parse_generator
 from irflow.tasks.rag.id_based import ID_METRICS, relevant_ids
 from irflow.tasks.rag.judged import LLM_METRICS
+from irflow.tasks.rag.outputs import config_labels
 from irflow.tasks.rag.samples import Answer
 from irflow.tasks.rag.score import DEFAULT_EMBEDDER, Configuration, Judge, Scores, paired_tests, score, summary
 
@@ -307,9 +308,16 @@ def _tidy(table: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def _labelled(table: pd.DataFrame, label: Mapping[str, str], *columns: str) -> pd.DataFrame:
+    """``table`` with the configurations in ``columns`` named by their labels."""
+    named = {c: table[c].map(lambda v: label[v] if isinstance(v, str) else v) for c in columns if c in table}
+    return table.assign(**named) if named else table
+
+
 @dataclass(frozen=True, eq=False)
 class RagEvaluation(FrameEquality):
-    """A RAG evaluation (``irflow rag``).
+    """A RAG evaluation (``irflow rag``). Configurations are named by their labels (``dense:all-MiniLM-L6-v2``; an
+    answers file's name as it is) in every table and the verdict; ``summary``'s ``spec`` column names the spec.
 
     ``means``: configuration × metric (the mean over the samples with a value); ``summary``: one row per
     configuration and metric with ``mean, ci_low, ci_high, n, failed`` (and ``repeat_sd`` with judge
@@ -362,9 +370,12 @@ class RagEvaluation(FrameEquality):
     ) -> RagEvaluation:
         document = dict(json.loads(json.dumps(document, sort_keys=True, default=str)))
         metrics = tuple(document["measures"])
-        configurations = tuple(document["configurations"])
+        label = config_labels(document)  # tables name configurations by label, the spec a column away
+        configurations = tuple(label[c] for c in document["configurations"])
         rows = [
-            {"configuration": c, "metric": m, **document["summary"][c][m]} for c in document["summary"] for m in metrics
+            {"configuration": label[c], "spec": c, "metric": m, **document["summary"][c][m]}
+            for c in document["summary"]
+            for m in metrics
         ]
         summary_table = pd.DataFrame(rows)
         for column in ("mean", "ci_low", "ci_high", "repeat_sd"):
@@ -372,14 +383,14 @@ class RagEvaluation(FrameEquality):
                 summary_table[column] = summary_table[column].astype("float64")
         means = (
             summary_table.pivot(index="configuration", columns="metric", values="mean")
-            .reindex(index=list(document["summary"]), columns=list(metrics))
+            .reindex(index=[label[c] for c in document["summary"]], columns=list(metrics))
             .rename_axis(index="configuration", columns="metric")
         )
         calibrated = None
         if document.get("calibrated"):
             calibrated = pd.DataFrame(
                 [
-                    {"configuration": c, "metric": m, **flatten(block)}
+                    {"configuration": label[c], "metric": m, **flatten(block)}
                     for c, blocks in document["calibrated"].items()
                     for m, block in blocks.items()
                 ]
@@ -389,12 +400,12 @@ class RagEvaluation(FrameEquality):
             split=document["dataset"]["split"],
             configurations=configurations,
             metrics=metrics,
-            baseline=document["baseline"],
+            baseline=label[document["baseline"]],
             means=means,
             summary=summary_table,
-            per_sample=_tidy(per_sample),
-            comparisons=_tidy(comparisons),
-            failures=_tidy(failures),
+            per_sample=_tidy(_labelled(per_sample, label, "system")),
+            comparisons=_tidy(_labelled(comparisons, label, "candidate", "baseline")),
+            failures=_tidy(_labelled(failures, label, "system")),
             calibrated=calibrated,
             _document=document,
             **private,
@@ -408,7 +419,7 @@ class RagEvaluation(FrameEquality):
     def save(self, path: str | Path) -> Path:
         """Write exactly the folder ``irflow rag --output PATH`` writes."""
         if self._parts is not None:
-            write_rag(path, self._parts, self.metrics, self.baseline)
+            write_rag(path, self._parts, self.metrics, self._document["baseline"])  # the baseline's spec
         elif self._folder is not None:  # a loaded result: its files as they were
             from irflow.tasks.core.output_folder import publish
 

@@ -44,11 +44,15 @@ def check_abtest(args: argparse.Namespace) -> None:
                 f"--control {args.control!r} is not an arm of the log{suggestion(args.control, arms)}; "
                 f"its arms: {shown}"
             )
-    check_output(args.output or str(Path("results") / "abtest" / Path(args.log).stem))  # unwritable: now
+    from irflow.tasks.core.run_identity import default_root
+
+    check_output(args.output or str(default_root(None, "abtest") / Path(args.log).stem))  # unwritable: now
 
 
 def cmd_abtest(args: argparse.Namespace) -> int:
-    output = args.output or str(Path("results") / "abtest" / Path(args.log).stem)
+    from irflow.tasks.core.run_identity import default_root
+
+    output = args.output or str(default_root(None, "abtest") / Path(args.log).stem)  # and results/abtest/latest
     from irflow.flows import prefect_api
 
     prefect_api.ready()

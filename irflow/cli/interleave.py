@@ -50,8 +50,8 @@ def cmd_interleave(args: argparse.Namespace) -> int:
     name = run_identity.run_name(where, ["interleave", *systems])
     if args.output:
         output = run_identity.check_explicit_output(args.output, args.overwrite)
-    else:
-        output = run_identity.claim_default_output(where, name)
+    else:  # results/<dataset>/interleave/<name>/ (results/interleave/ for a log), beside its own latest
+        output = run_identity.claim_default_output(args.dataset, name, "interleave")
     prefect_api.ready()
     try:
         document = interleave_flow(
@@ -74,6 +74,8 @@ def cmd_interleave(args: argparse.Namespace) -> int:
             from irflow.flows.evaluate import release_output
 
             release_output(output)  # only when the run left it empty
+    from irflow.tasks.online.interleave_report import label_of, side_labels
+
     block = document["interleave"]
     if args.json:
         import json
@@ -81,10 +83,11 @@ def cmd_interleave(args: argparse.Namespace) -> int:
         print(json.dumps({**document, "output": str(output)}, indent=2, default=str))
         return 0
     o = block["outcome"]
+    labels, prefers = side_labels(block), label_of(block, block["prefers"])
     print(
-        f"A = {block['systems']['A']}, B = {block['systems']['B']}: {o['wins']:,} A wins, {o['ties']:,} ties, "
+        f"A = {labels['A']}, B = {labels['B']}: {o['wins']:,} A wins, {o['ties']:,} ties, "
         f"{o['losses']:,} B wins over {o['impressions']:,} impressions; Δ_AB {o['delta_ab']:+.4f}, p {o['p_value']:.3g}"
-        f" -> {'prefers ' + block['prefers'] if block['prefers'] else 'no preference'}"
+        f" -> {'prefers ' + prefers if prefers else 'no preference'}"
     )
     sizes = block.get("queries_to_detect")
     if sizes:
@@ -113,7 +116,7 @@ def add_interleave_parser(sub: Any) -> None:
     p.add_argument("--power", type=float, default=0.8, help="power for the queries needed (0.8)")
     p.add_argument("--replicates", type=int, default=500, help="simulated experiments per sample size (500)")
     p.add_argument("--seed", type=int, default=0, help="seed of the users, the coin flips and the clicks (0)")
-    p.add_argument("--output", metavar="DIR", help="result folder (default: results/<dataset>/<name>/)")
+    p.add_argument("--output", metavar="DIR", help="result folder (default: results/<dataset>/interleave/<name>/)")
     p.add_argument("--overwrite", action="store_true", help="replace another run's results in --output")
     experiment_option(p)
     no_track_option(p)

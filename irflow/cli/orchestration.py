@@ -264,6 +264,7 @@ def _compare_within(args: argparse.Namespace) -> int:
     import json
 
     from irflow.tasks.compare.significance import compare_all
+    from irflow.tasks.report.plots import short_labels
     from irflow.tasks.report.results import load_results
 
     stored = load_results(args.runs[0])
@@ -278,9 +279,10 @@ def _compare_within(args: argparse.Namespace) -> int:
         seed=args.seed,
         alpha=args.alpha,
     )
+    labels = short_labels(list(dict.fromkeys(stored.per_query["system"])), stored.document.get("labels"))
     changes = table.assign(
         dataset=stored.document["dataset"]["name"],
-        system=table["candidate"],
+        system=table["candidate"].map(lambda s: labels.get(s, s)),  # by label, as the report names them
         before=table["baseline_mean"],
         after=table["candidate_mean"],
     )
@@ -293,8 +295,9 @@ def _compare_within(args: argparse.Namespace) -> int:
             )
         )
         return 0
+    baseline = labels.get(stored.baseline, stored.baseline)
     print(
-        f"\n{args.runs[0]}: each system − baseline {stored.baseline}, paired by query; p = randomization test "
+        f"\n{args.runs[0]}: each system − baseline {baseline}, paired by query; p = randomization test "
         f"({args.permutations:,} permutations, seed {args.seed}), {family_text(args.correction, 'metric', changes)}"
         " — the family of report.md"
     )

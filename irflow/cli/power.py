@@ -26,10 +26,14 @@ def cmd_power(args: argparse.Namespace) -> int:
     import json
 
     from irflow.tasks.compare.power import RESAMPLE_LIMIT, power_table
+    from irflow.tasks.report.plots import short_labels
     from irflow.tasks.report.results import load_results
 
     stored = load_results(args.result)
+    labels = short_labels(list(dict.fromkeys(stored.per_query["system"])), stored.document.get("labels"))
+    specs = {label: spec for spec, label in labels.items()}
     baseline = args.baseline or stored.document.get("baseline") or next(iter(stored.document["systems"]))
+    baseline = specs.get(baseline, baseline)  # --baseline names a system by its label or its spec
     found = power_table(
         stored.per_query,
         args.metric,
@@ -40,16 +44,15 @@ def cmd_power(args: argparse.Namespace) -> int:
         resamples=args.resamples,
         seed=args.seed,
     )
-    if args.json:
-        print(
-            json.dumps(
-                {"metric": args.metric, "baseline": baseline, "systems": {s: p.as_dict() for s, p in found.items()}},
-                indent=2,
-            )
-        )
+    named = labels.get(baseline, baseline)
+    if args.json:  # systems by label, each with its spec
+        systems = {labels.get(s, s): {"spec": s, **p.as_dict()} for s, p in found.items()}
+        document = {"metric": args.metric, "baseline": named, "baseline_spec": baseline, "systems": systems}
+        print(json.dumps(document, indent=2))
         return 0
-    print(f"{args.metric}, paired against {baseline}; {args.power:.0%} power at α = {args.alpha} (two-sided paired t)")
-    for system, p in found.items():
+    print(f"{args.metric}, paired against {named}; {args.power:.0%} power at α = {args.alpha} (two-sided paired t)")
+    for spec, p in found.items():
+        system = labels.get(spec, spec)
         checked = f" (resampling: {p.queries_needed_resampled:,})" if p.queries_needed_resampled else ""
         if args.resamples and p.queries_needed and p.queries_needed > RESAMPLE_LIMIT:
             checked = f" (not resampled above {RESAMPLE_LIMIT:,})"

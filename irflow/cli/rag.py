@@ -90,10 +90,10 @@ def cmd_rag(args: argparse.Namespace) -> int:
 def summary_table(document: dict[str, Any]) -> str:
     """Each configuration's means with their CIs as plain text, configurations by their readable labels
     (``hybrid:bm25+dense:all-MiniLM-L6-v2``; an answers file's name as it is)."""
-    from irflow.tasks.systems import default_label
+    from irflow.tasks.rag.outputs import config_labels
 
     metrics, summary = document["measures"], document["summary"]
-    labels = {c: default_label(c) for c in summary}
+    labels = {c: config_labels(document)[c] for c in summary}
     width = max(len(label) for label in labels.values()) + 2
     lines = [" " * width + "".join(f"{m:>34}" for m in metrics)]
     for config, block in summary.items():
@@ -179,7 +179,7 @@ def add_rag_parser(sub: Any) -> None:
     p.add_argument(
         "--human", metavar="FILE", help="human verdicts on some answers (JSONL/CSV): calibrate the judge (PPI++)"
     )
-    p.add_argument("--output", metavar="DIR", help="result folder (default: a new results/<dataset>/<run name>/)")
+    p.add_argument("--output", metavar="DIR", help="result folder (default: a new results/<dataset>/rag/<run name>/)")
     p.add_argument("--overwrite", action="store_true", help="replace the results of another run in --output")
     p.add_argument("--dry-run", action="store_true", help="print the LLM calls, tokens and USD, send nothing")
     json_option(p, "print the result as one JSON object (metrics.json's content)")

@@ -1,11 +1,13 @@
 """What the terminal shows: one log format, quiet third-party libraries, and the metrics table.
 
-By default stderr carries irflow's own INFO lines and the Prefect flow/task-run state lines (the
-run's progress, named after irflow's stages), and every other library's WARNING and up only: no
-``distributed.*`` start-up chatter, no ``faiss.loader`` AVX2 lines, no MLflow table-creation lines or
-"View run" links, no "scheduled runs skipped (at capacity)". Each line is one line: tracebacks, and a
-failed task's own report of its failure (irflow names the failure), go to the log file
-(``<cache>/logs/irflow.log``) only. ``-v`` shows every library's INFO, irflow's DEBUG and tracebacks.
+By default stderr carries irflow's own INFO lines (its progress: a BM25 index built, an export made)
+and every other library's WARNING and up only: no Prefect run states (``Beginning flow run``,
+``[retrieve bm25] Finished in state Completed()``), no ``distributed.*`` start-up chatter, no
+``faiss.loader`` AVX2 lines, no MLflow table-creation lines or "View run" links, no "scheduled runs
+skipped (at capacity)". Each line is one line: tracebacks, and a failed task's own report of its failure
+(irflow names the failure), go to the log file (``<cache>/logs/irflow.log``) only. ``-v`` shows every
+library's INFO (Prefect's run states, named after irflow's stages, among them), irflow's DEBUG and
+tracebacks.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from irflow.tasks.core.redact import redact
 if TYPE_CHECKING:
     from irflow.tasks.core.schema import Manifest
 
-PROGRESS_LOGGERS = ("irflow", "prefect.flow_runs", "prefect.task_runs")  # INFO shown by default
+PROGRESS_LOGGERS = ("irflow",)  # INFO shown by default
+RUN_STATE_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")  # Prefect's run states: INFO with -v only
 TABLE_WIDTH = 120  # the terminal table fits this many columns
 QUIET_ENVIRONMENT = {  # read by the libraries at import: set before they are imported
     "MLFLOW_CONFIGURE_LOGGING": "false",  # MLflow's own handler and format: its lines go through ours
@@ -73,8 +76,10 @@ class ShortFormatter(LogFormatter):
 
 class QuietFilter(logging.Filter):
     """Passes a record at or above its logger's threshold: ``progress`` for :data:`PROGRESS_LOGGERS`
-    (and their children), ``others`` for everything else. A filter on the handler, because libraries
-    set their own loggers' levels (Prefect to INFO, bm25s to DEBUG) after irflow configured logging."""
+    (and their children), ``others`` for everything else, Prefect's run states (:data:`RUN_STATE_LOGGERS`)
+    included. Without ``run_failures`` a Prefect run's own report of its failure is dropped too. A filter
+    on the handler, because libraries set their own loggers' levels (Prefect to INFO, bm25s to DEBUG)
+    after irflow configured logging."""
 
     def __init__(self, progress: int, others: int, run_failures: bool = True) -> None:
         super().__init__()
@@ -82,10 +87,14 @@ class QuietFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         name = record.name
-        ours = any(name == p or name.startswith(p + ".") for p in PROGRESS_LOGGERS)
-        if not self.run_failures and name.startswith("prefect.") and ours and _run_failure(record):
+        ours = _under(name, PROGRESS_LOGGERS)
+        if not self.run_failures and _under(name, RUN_STATE_LOGGERS) and _run_failure(record):
             return False  # irflow names the failure itself (an error line, or under the table)
         return record.levelno >= (self.progress if ours else self.others)
+
+
+def _under(name: str, loggers: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in loggers)
 
 
 def _run_failure(record: logging.LogRecord) -> bool:
@@ -192,12 +201,21 @@ def metrics_table(document: Mapping[str, Any], width: int = TABLE_WIDTH) -> str:
 
 
 def failures_text(document: Mapping[str, Any], width: int = TABLE_WIDTH) -> str:
-    """The systems that failed, listed under the table: ``failed: SPEC: error`` each, wrapped to ``width``."""
+    """The systems that failed, listed under the table: ``failed: LABEL: error`` each (and ``LABEL = SPEC``
+    on the next line where the label is shorter), wrapped to ``width``."""
+    from irflow.tasks.report.plots import short_labels
+
+    failed = document.get("failed") or {}
+    labels = short_labels(list(failed), document.get("labels"))
     lines = []
-    for system, error in (document.get("failed") or {}).items():
+    for system, error in failed.items():
         lines += textwrap.wrap(
-            redact(f"failed: {system}: {error}"), width, subsequent_indent="  ", break_on_hyphens=False
+            redact(f"failed: {labels[system]}: {error}"), width, subsequent_indent="  ", break_on_hyphens=False
         )
+        if labels[system] != system:  # the full spec, as the table gives it for a shortened label
+            lines += textwrap.wrap(
+                f"{labels[system]} = {system}", width, subsequent_indent="  ", break_on_hyphens=False
+            )
     return "\n".join(lines)
 
 
@@ -215,7 +233,9 @@ def print_outcome(output: str | os.PathLike[str], verdict: str | None) -> None:
 __all__ = [
     "LogFileHandler",
     "LogFormatter",
+    "PROGRESS_LOGGERS",
     "QuietFilter",
+    "RUN_STATE_LOGGERS",
     "configure_logging",
     "failures_text",
     "metrics_table",

@@ -19,6 +19,7 @@ from irflow.api.abtest import ABTEST_EXPERIMENT as EXPERIMENT
 from irflow.api.abtest import AbTestConfig, AbTestStages, run_abtest, track_abtest
 from irflow.api.abtest import abtest_mlflow_metrics as mlflow_metrics
 from irflow.flows.stages import link_to_mlflow, prefect_tags
+from irflow.tasks.core import run_identity
 from irflow.tasks.core.atomic import write_json
 from irflow.tasks.core.output_folder import publish
 from irflow.tasks.online import abtest, abtest_report, abtest_sequential
@@ -70,6 +71,8 @@ def abtest_flow(config: AbTestConfig, track: bool = True) -> dict[str, Any]:
     log = STAGES.read(config.log, config.unit)
     analysis, sequential = run_abtest(log, config, STAGES)
     document = write_task(config, analysis, sequential)
+    if run_identity.is_default_output(None, config.output, "abtest"):
+        run_identity.point_latest(config.output)  # results/abtest/latest: the last A/B test
     if track:
         run_id = track_task(config, document)
         document["mlflow"] = {"run_id": run_id, "experiment": EXPERIMENT}

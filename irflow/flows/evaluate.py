@@ -61,11 +61,14 @@ def validate(dataset: str, systems: Sequence[str], metrics: Sequence[str]) -> tu
     return specs, [m.name for m in parse_measures(metrics)]
 
 
-def claim_output(dataset: str, output: str | Path | None, overwrite: bool, name: str) -> Path:
+def claim_output(
+    dataset: str, output: str | Path | None, overwrite: bool, name: str, kind: str = run_identity.EVALUATION
+) -> Path:
     """The result folder: ``output`` (refused when it holds another run's results, unless ``overwrite``)
-    or, without one, a new ``results/<dataset>/<name>/`` claimed now."""
+    or, without one, a new folder ``<name>/`` claimed now in the default root of ``kind``
+    (``results/<dataset>/`` for an evaluation, ``results/<dataset>/rag/`` for RAG: see ``run_identity``)."""
     if output is None:
-        return run_identity.claim_default_output(dataset, name)
+        return run_identity.claim_default_output(dataset, name, kind)
     return run_identity.check_explicit_output(output, overwrite)
 
 

@@ -81,6 +81,8 @@ def interleave_flow(
         check_tracking(experiment=tracking.experiment)
     document, per_query, name = run_interleave(request, STAGES)
     write_interleave(output, document, per_query)
+    if run_identity.is_default_output(dataset, output, "interleave"):
+        run_identity.point_latest(output)  # results/<dataset>/interleave/latest (results/interleave/latest)
     if tracking.enabled:
         document = {**document, "mlflow": _track(Path(output), document, tracking, tracking.run_name or name)}
         write_json(Path(output) / "metrics.json", document)

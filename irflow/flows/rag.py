@@ -22,7 +22,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from irflow.api import rag as rag_api
 from irflow.api.rag import DEFAULT_K, MAX_K, RagRequest, RagStages, configuration_names, run_rag, validate_rag
-from irflow.flows.evaluate import claim_output, ingest_task, release_output, retrieve_task
+from irflow.flows.evaluate import claim_output, ingest_task, release_output, retrieve_task, system_task_name
 from irflow.flows.stages import embed_stage, link_to_mlflow, prefect_tags
 from irflow.tasks import tracking
 from irflow.tasks.core import run_identity
@@ -33,7 +33,9 @@ from irflow.tasks.tracking.log import TrackingOptions, check_tracking
 from irflow.tasks.tracking.rag import log_rag
 
 answers_task = task(name="answers", task_run_name="answers {name}", cache_policy=NONE)(rag_api.read_answers_file)
-generate_task = task(name="generate", task_run_name="generate {system}", cache_policy=NONE)(rag_api.generate_answers)
+generate_task = task(name="generate", task_run_name=system_task_name("generate"), cache_policy=NONE)(
+    rag_api.generate_answers
+)
 score_task = task(name="score", cache_policy=NONE)(rag_api.score_answers)
 significance_task = task(name="significance", cache_policy=NONE)(rag_api.significance)
 calibrate_task = task(name="calibrate", cache_policy=NONE)(rag_api.calibrate)
@@ -105,13 +107,13 @@ def rag_flow(
     run_name: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate the answers of every configuration on ``dataset``; returns the metrics document also written
-    to ``output`` (default a new ``results/<dataset>/<run name>/``)."""
+    to ``output`` (default a new ``results/<dataset>/rag/<run name>/``, and ``rag/latest`` points at it)."""
     specs, parsed, chosen, names, base = validate_rag(
         dataset, systems, answers, generator, k, metrics, judge, judge_repeats, baseline, human
     )
     name = run_name or runtime.flow_run.name or run_identity.run_name(dataset, ["rag", *names])
     claimed = output is None
-    output = str(claim_output(dataset, output, overwrite, name))
+    output = str(claim_output(dataset, output, overwrite, name, "rag"))
     try:
         with stop_on_signal():
             return _rag(
@@ -180,7 +182,7 @@ def _rag(
     parts = run_rag(request, STAGES)
     document = report_task(output, parts, metrics, baseline)
     document = {**document, "output": output}
-    if run_identity.is_default_output(dataset, output):
+    if run_identity.is_default_output(dataset, output, "rag"):  # results/<dataset>/rag/latest
         run_identity.point_latest(output)
     if tracking.enabled:
         document = {**document, "mlflow": track_task(output, tracking, seed)}

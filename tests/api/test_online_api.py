@@ -174,11 +174,63 @@ def test_power_of_a_folder_equals_irflow_power_and_of_an_evaluation_too(tmp_path
     assert found.baseline == expected["baseline"] and list(found.table.index) == list(expected["systems"])
     for system, values in expected["systems"].items():
         row = found.table.loc[system]
+        assert row["spec"] == values.pop("spec")
         for key, value in values.items():
             assert (None if pd.isna(row[key]) else row[key]) == pytest.approx(value, rel=1e-12, abs=1e-12), key
     evaluation = SimpleNamespace(per_query=per_query, baseline="bm25")
     assert power(evaluation, metric="nDCG@10", delta=0.03) == found
     assert "bm25:k1=1.2 against bm25" in found.verdict
+
+
+def test_power_names_systems_by_label_with_the_spec_a_column_away(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    base = rng.random(40)
+    dense = "dense:sentence-transformers/all-MiniLM-L6-v2"
+    per_query = _per_query({"bm25": base, dense: np.clip(base + rng.normal(0.05, 0.1, 40), 0, 1)})
+    folder = _result_folder(tmp_path, per_query, "bm25")
+    found = power(folder, resamples=0)
+    assert (
+        list(found.table.index) == ["dense:all-MiniLM-L6-v2"]
+        and found.table.loc["dense:all-MiniLM-L6-v2", "spec"] == dense
+    )
+    assert found.verdict.startswith("dense:all-MiniLM-L6-v2 against bm25: ")
+    assert power(folder, resamples=0, baseline=dense).baseline == "dense:all-MiniLM-L6-v2"  # a spec is understood
+    done = irflow("power", str(folder), "--resamples", "0", env={**os.environ})
+    assert done.returncode == 0, done.stderr
+    assert dense not in done.stdout and done.stdout.splitlines()[1].startswith("dense:all-MiniLM-L6-v2: 40 queries")
+    done = irflow(
+        "power", str(folder), "--resamples", "0", "--baseline", "dense:all-MiniLM-L6-v2", "--json", env={**os.environ}
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["baseline"] == "dense:all-MiniLM-L6-v2" and document["baseline_spec"] == dense
+    assert document["systems"]["bm25"]["spec"] == "bm25"
+
+
+def test_interleaving_names_systems_by_label(tmp_path: Path) -> None:
+    from irflow.tasks.online.interleave import Outcome
+    from irflow.tasks.online.interleave_report import interleave_document, interleave_markdown
+
+    dense = "dense:sentence-transformers/all-MiniLM-L6-v2"
+    document = interleave_document(
+        Outcome(100, 60, 10, 30, 0.15, 0.001, "A", 0.05),
+        (dense, "bm25"),
+        mode="simulation",
+        dataset={"name": "techdocs", "split": "test", "queries": 80},
+        click_model={"kind": "pbm"},
+        depth=10,
+        seed=0,
+        offline={dense: {"nDCG@10": 0.66}, "bm25": {"nDCG@10": 0.70}},
+    )
+    assert document["interleave"]["labels"] == {"A": "dense:all-MiniLM-L6-v2", "B": "bm25"}
+    result = Interleaving.from_document(document, pd.DataFrame(columns=["query_id"]))
+    assert result.systems == ("dense:all-MiniLM-L6-v2", "bm25") and result.specs == (dense, "bm25")
+    assert result.prefers == "dense:all-MiniLM-L6-v2" and dense not in result.verdict
+    assert result.outcome.loc["A", "spec"] == dense and result.outcome.loc["A", "nDCG@10"] == 0.66
+    report = interleave_markdown(document)
+    assert report.splitlines()[0] == "# Interleaving: `dense:all-MiniLM-L6-v2` (A) vs `bm25` (B)"
+    assert f"- A = `dense:all-MiniLM-L6-v2` (spec `{dense}`)" in report
+    assert "**Users prefer `dense:all-MiniLM-L6-v2`**" in report
 
 
 def test_power_with_nothing_to_compare_says_so() -> None:

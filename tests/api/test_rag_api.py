@@ -132,3 +132,45 @@ def test_the_numbers_equal_what_irflow_rag_writes(tmp_path: Path) -> None:
     saved = mine.save(tmp_path / "api")
     assert sorted(p.name for p in saved.iterdir()) == sorted(p.name for p in out.iterdir())
     assert (saved / "answers.jsonl").read_text() == (out / "answers.jsonl").read_text()
+
+
+def test_configurations_are_named_by_label_with_the_spec_a_column_away() -> None:
+    dense = "dense:sentence-transformers/all-MiniLM-L6-v2"
+    hybrid = f"hybrid:bm25+{dense}"
+    row = {"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 80, "failed": 0}
+    document = {
+        "kind": "rag",
+        "dataset": {"name": "techdocs", "split": "test"},
+        "measures": ["id_based_context_recall"],
+        "configurations": {dense: {"k": 5}, hybrid: {"k": 5}},
+        "summary": {dense: {"id_based_context_recall": row}, hybrid: {"id_based_context_recall": {**row, "mean": 0.7}}},
+        "baseline": dense,
+    }
+    per_sample = pd.DataFrame(
+        {
+            "system": [dense, hybrid],
+            "query_id": ["q1", "q1"],
+            "metric": ["id_based_context_recall"] * 2,
+            "value": [0.5, 0.7],
+        }
+    )
+    comparisons = pd.DataFrame(
+        {
+            "metric": ["id_based_context_recall"],
+            "candidate": [hybrid],
+            "delta": [0.2],
+            "p_adjusted": [0.01],
+            "significant": [True],
+        }
+    )
+    failures = pd.DataFrame(columns=["system", "query_id", "metric", "error"])
+    result = RagEvaluation._build(document, per_sample, comparisons, failures)
+    short = "hybrid:bm25+dense:all-MiniLM-L6-v2"
+    assert result.configurations == ("dense:all-MiniLM-L6-v2", short) and result.baseline == "dense:all-MiniLM-L6-v2"
+    assert list(result.means.index) == ["dense:all-MiniLM-L6-v2", short]
+    assert result.summary.set_index("configuration").loc[short, "spec"] == hybrid
+    assert list(result.per_sample["system"]) == ["dense:all-MiniLM-L6-v2", short]
+    assert result.verdict == (
+        f"On id_based_context_recall, {short} scores highest (0.7000); significantly different from the baseline "
+        f"dense:all-MiniLM-L6-v2: {short} (+0.2000, p = 0.01)."
+    )

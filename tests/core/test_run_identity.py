@@ -52,6 +52,32 @@ def test_default_folders_are_claimed_once_and_latest_follows(tmp_path: Path, mon
     assert os.readlink(link) == "run-2" and sorted(p.name for p in first.parent.iterdir()) == ["latest", "run", "run-2"]
 
 
+def test_each_kind_of_result_has_its_own_latest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    evaluation = run_identity.claim_default_output("techdocs", "run")
+    rag = run_identity.claim_default_output("techdocs", "rag-run", "rag")
+    interleave = run_identity.claim_default_output("techdocs", "il", "interleave")
+    logs = run_identity.claim_default_output(None, "il", "interleave")
+    assert [evaluation.parent, rag.parent, interleave.parent, logs.parent] == [
+        Path("results/techdocs"),
+        Path("results/techdocs/rag"),
+        Path("results/techdocs/interleave"),
+        Path("results/interleave"),
+    ]
+    assert run_identity.default_root(None, "abtest") == Path("results/abtest")
+    assert run_identity.is_default_output("techdocs", rag, "rag")
+    assert not run_identity.is_default_output("techdocs", rag)
+    for folder in (evaluation, rag, interleave, logs):
+        run_identity.point_latest(folder)
+    # a RAG run after an evaluation leaves results/<dataset>/latest on the evaluation
+    assert Path("results/techdocs/latest").resolve() == evaluation.resolve()
+    assert Path("results/techdocs/rag/latest").resolve() == rag.resolve()
+    assert Path("results/techdocs/interleave/latest").resolve() == interleave.resolve()
+    assert Path("results/interleave/latest").resolve() == logs.resolve()
+    with pytest.raises(ValueError, match="kind 'nope'"):
+        run_identity.default_root("techdocs", "nope")
+
+
 def test_an_explicit_output_with_another_runs_results_needs_overwrite(tmp_path: Path) -> None:
     (tmp_path / "metrics.json").write_text("{}")
     with pytest.raises(InputError, match=r"another run's results.*--overwrite"):

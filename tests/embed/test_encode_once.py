@@ -154,9 +154,19 @@ def test_progress_draws_rate_and_eta_on_a_terminal(monkeypatch: pytest.MonkeyPat
         clock.now += 0.1
         bar.advance(10)  # within the redraw interval: not drawn
     drawn = screen.getvalue()
-    assert drawn.count("\r") == 3 and drawn.endswith("\n")  # first update, the 4 s one, the final line
+    assert drawn.count("\r") == 2 and drawn.endswith("\n")  # the first worked update (4 s), the final line
     assert "300/1,000 texts (30%)  25.0 texts/s  ETA 0:00:28" in drawn
     assert "310/1,000 texts (31%)" in drawn.rsplit("\r", 1)[1]
+
+
+def test_progress_of_work_served_from_the_cache_draws_no_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("IRFLOW_PROGRESS", raising=False)
+    screen = Terminal()
+    with progress.Progress("encode queries", 80, unit="texts", stream=screen) as bar:
+        bar.advance(50, worked=False)
+        bar.advance(30, worked=False)
+    assert screen.getvalue() == "" and bar.done == 80
+    assert [progress.plural(w) for w in ("query", "document", "day")] == ["queries", "documents", "days"]
 
 
 def test_progress_is_quiet_off_a_terminal_unless_forced(monkeypatch: pytest.MonkeyPatch) -> None:

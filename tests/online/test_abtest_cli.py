@@ -76,3 +76,13 @@ def test_a_bad_log_exits_2_naming_the_file_row_and_field(tmp_path: Path, capsys:
     assert main(["abtest", str(bad), "--output", str(tmp_path / "result"), "--no-track"]) == 2
     assert f"irflow: error: {bad}: row 2: field 'clicked' is 'maybe'" in capsys.readouterr().err
     assert not (tmp_path / "result").exists()
+
+
+def test_the_default_folder_has_its_own_latest(tmp_path: Path) -> None:
+    log = tmp_path / "exp.csv"
+    simulate_log(3, users=200, effect=0.0, arms=("control", "new")).to_csv(log, index=False)
+    done = irflow("abtest", str(log), "--no-track", env={**os.environ}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    latest = tmp_path / "results" / "abtest" / "latest"  # not results/<dataset>/latest: that is an evaluation's
+    assert latest.resolve() == (tmp_path / "results" / "abtest" / "exp").resolve()
+    assert json.loads((latest / "metrics.json").read_text())["abtest"]["control"] == "control"

@@ -94,6 +94,15 @@ def test_a_real_log_is_analysed_and_a_bad_one_named(tmp_path):
     assert o["delta_ab"] == pytest.approx((wins + 0.5 * (len(per) - wins - losses)) / len(per) - 0.5)
     assert o["prefers"] == "A"
 
+    default = irflow(
+        *("interleave", "--log", str(path), "--system", "new", "--system", "old", "--no-track"),
+        env=_env(tmp_path),
+        cwd=tmp_path,
+    )
+    assert default.returncode == 0, default.stderr
+    latest = tmp_path / "results" / "interleave" / "latest"  # an interleaving's own latest, not an evaluation's
+    assert json.loads((latest / "metrics.json").read_text())["interleave"]["outcome"] == o
+
     bad = table.copy()
     bad.loc[bad.index[3], "clicked"] = 2
     bad.to_csv(tmp_path / "bad.csv", index=False)

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from irflow.cli.terminal import QuietFilter, ShortFormatter, metrics_table
+from irflow.cli.terminal import QuietFilter, ShortFormatter, failures_text, metrics_table
 from irflow.tasks.compare.family import ComparisonFamily, families
 from irflow.tasks.compare.significance import compare_systems, format_p
 from irflow.tasks.report import plots
@@ -213,7 +213,9 @@ def test_terminal_table_uses_short_labels_and_fits_120_columns() -> None:
         ("prefect.runner", logging.INFO, False, False),
         ("distributed.scheduler", logging.WARNING, False, True),
         ("irflow.tasks.embed.vectors", logging.INFO, False, True),
-        ("prefect.task_runs", logging.INFO, False, True),
+        ("prefect.task_runs", logging.INFO, False, False),  # Prefect's run states: with -v only
+        ("prefect.flow_runs", logging.INFO, False, False),
+        ("prefect.task_runs", logging.INFO, True, True),
         ("irflow.tasks.embed.vectors", logging.DEBUG, False, False),
         ("faiss.loader", logging.INFO, True, True),
         ("irflow.tasks.embed.vectors", logging.DEBUG, True, True),
@@ -312,7 +314,8 @@ def test_terminal_lines_are_single_and_failed_runs_are_left_to_irflow(tmp_path: 
 
     assert not shown("prefect.task_runs", logging.ERROR, "Task run failed with exception: ChromaError(...)")
     assert not shown("prefect.flow_runs", logging.INFO, "Finished in state Failed('1 of 2 systems failed')")
-    assert shown("prefect.task_runs", logging.INFO, "Finished in state Completed()")
+    assert not shown("prefect.task_runs", logging.INFO, "Finished in state Completed()")  # with -v only
+    assert shown("prefect.task_runs", logging.WARNING, "Task run 'x' is still running")
     retry = "Task run failed with exception: OSError('reset') - Retry 1/2 will start 10 second(s) from now"
     assert shown("prefect.task_runs", logging.ERROR, retry)  # what happens next, said in its one line
     assert shown("irflow.flows", logging.ERROR, "something irflow says itself")
@@ -362,3 +365,12 @@ def test_verdict_of_a_single_comparison_says_nothing_was_corrected() -> None:
         f"the gain is significant (p {format_p(data.comparisons.iloc[0]['p_adjusted'])}, "
         "a single comparison (nothing to correct))."
     )
+
+
+def test_a_failed_system_is_named_by_its_label_with_its_spec() -> None:
+    spec = "dense:sentence-transformers/all-MiniLM-L6-v2"
+    assert failures_text({"failed": {spec: "OSError: boom", "bm25": "x"}}).splitlines() == [
+        "failed: dense:all-MiniLM-L6-v2: OSError: boom",
+        f"dense:all-MiniLM-L6-v2 = {spec}",
+        "failed: bm25: x",
+    ]

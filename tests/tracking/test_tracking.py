@@ -251,11 +251,11 @@ def test_evaluation_is_tracked_as_a_parent_run_with_a_child_per_system(shared: S
     assert p["dataset.fingerprint"] == document["dataset"]["fingerprint"]
     assert p["depth"] == "100" and p["seed.significance"] == "0" and p["irflow.version"]
     assert p["git.commit"] == (git_commit() or "unknown")
-    dense = f"dense:{MINILM}"
-    assert parent.data.metrics[f"delta.{mlflow_key(dense)}.ndcg_at_10"] == pytest.approx(
+    dense, label = f"dense:{MINILM}", "dense:all-MiniLM-L6-v2"  # metric keys name systems by label
+    assert parent.data.metrics[f"delta.{mlflow_key(label)}.ndcg_at_10"] == pytest.approx(
         document["systems"][dense]["nDCG@10"] - document["systems"]["bm25"]["nDCG@10"]
     )
-    assert 0 < parent.data.metrics[f"p.{mlflow_key(dense)}.ndcg_at_10"] <= 1
+    assert 0 < parent.data.metrics[f"p.{mlflow_key(label)}.ndcg_at_10"] <= 1
     assert {"metrics.json", "per_query.parquet", "report.md", "significance.csv", "runs"} <= _artifacts(
         shared.uri, parent.info.run_id
     )
@@ -263,6 +263,8 @@ def test_evaluation_is_tracked_as_a_parent_run_with_a_child_per_system(shared: S
 
     by_system = {r.data.tags["irflow.system"]: r for r in children}
     child = by_system[dense]
+    assert child.info.run_name == child.data.tags["irflow.label"] == "dense:all-MiniLM-L6-v2"  # the label
+    assert child.data.tags["irflow.spec"] == child.data.params["system.spec"] == dense  # the spec, one tag away
     assert child.data.params["model.name"] == MINILM
     assert child.data.params["model.identity"].startswith(("sha256:", "hf:"))
     assert (

@@ -6,7 +6,8 @@ those read from a cache) and the time left at that rate::
 
     encode corpus  1,024/5,183 docs (20%)  87.3 docs/s  ETA 0:00:47
 
-Quiet unless the stream is a terminal, so Prefect workers, CI logs and redirected output get
+Work served whole from a cache draws nothing: the line starts at the first unit worked on. Quiet unless
+the stream is a terminal, so Prefect workers, CI logs and redirected output get
 nothing, and inside Dask workers; ``IRFLOW_PROGRESS=1`` forces it on and ``0`` off.
 """
 
@@ -48,6 +49,13 @@ def _in_dask_worker() -> bool:
     return True
 
 
+def plural(noun: str) -> str:
+    """``query`` -> ``queries``, ``document`` -> ``documents``: a stage's name in a progress line."""
+    if noun.endswith("y") and noun[-2:-1] not in tuple("aeiou"):
+        return noun[:-1] + "ies"
+    return noun + "s"
+
+
 def format_duration(seconds: float | None) -> str:
     """``H:MM:SS`` (``?`` when unknown)."""
     if seconds is None or seconds != seconds or seconds < 0 or seconds == float("inf"):
@@ -82,7 +90,8 @@ class Progress:
     """Counts the done units of one stage and, on a terminal, shows rate and ETA.
 
     ``advance(n)`` after each piece of work; ``advance(n, worked=False)`` for units that cost nothing
-    (read from a cache): they count as done but not in the rate. Use as a context manager, or call
+    (read from a cache): they count as done but not in the rate, and draw nothing until some unit is
+    worked on (a stage served whole from the cache shows no line). Use as a context manager, or call
     ``close()``, to end the line.
     """
 
@@ -123,7 +132,7 @@ class Progress:
             self.worked += n
         if self._first is None:
             self._first = (self.clock(), self.worked)
-        if not self.active:
+        if not self.active or not self.worked:  # nothing worked on yet: cached units draw no line
             return
         now = self.clock()
         if self._drawn_at is None or now - self._drawn_at >= MIN_INTERVAL_S or self.done == self.total:

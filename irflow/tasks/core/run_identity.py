@@ -10,6 +10,16 @@ name, a Prefect flow-run name and an MLflow run name, so the three show the same
 Result folders default to ``results/<dataset>/<run name>/``, beside a ``latest`` symlink to the
 newest one; a folder is claimed (created empty) before any work, so two runs never share one. An
 explicit ``--output`` that already holds another run's results is refused unless ``overwrite``.
+
+Each kind of result has its own folder and its own ``latest`` (:data:`KINDS`), so ``latest`` always
+points at a result of one kind (``irflow power results/techdocs/latest`` reads an evaluation, whatever
+ran after it)::
+
+    results/<dataset>/latest              the last evaluation (irflow run)
+    results/<dataset>/rag/latest          the last RAG evaluation (irflow rag)
+    results/<dataset>/interleave/latest   the last interleaving on the dataset (irflow interleave)
+    results/interleave/latest             the last interleaving of a log (irflow interleave --log)
+    results/abtest/latest                 the last A/B test (irflow abtest)
 """
 
 from __future__ import annotations
@@ -27,6 +37,8 @@ from irflow.tasks.core.schema import InputError
 
 RESULTS_ROOT = Path("results")
 LATEST = "latest"
+EVALUATION = "evaluation"
+KINDS = (EVALUATION, "rag", "interleave", "abtest")  # each kind's results: their own folder, their own latest
 MARKER = "metrics.json"
 MAX_LABELS = 4
 MAX_LABEL_CHARS = 40
@@ -55,13 +67,24 @@ def dataset_folder(dataset: str) -> str:
     return dataset.replace("/", "_")
 
 
-def default_root(dataset: str) -> Path:
-    return RESULTS_ROOT / dataset_folder(dataset)
+def default_root(dataset: str | None, kind: str = EVALUATION) -> Path:
+    """Where results of ``kind`` (:data:`KINDS`) go by default: ``results/<dataset>/`` for evaluations,
+    ``results/<dataset>/<kind>/`` for the others, ``results/<kind>/`` for those of no dataset (an A/B log,
+    an interleaving log). The folder's ``latest`` link is the last result of that kind."""
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r}: expected one of {', '.join(KINDS)}")
+    if dataset is None:
+        if kind == EVALUATION:
+            raise ValueError("an evaluation's results need a dataset")
+        return RESULTS_ROOT / kind
+    root = RESULTS_ROOT / dataset_folder(dataset)
+    return root if kind == EVALUATION else root / kind
 
 
-def claim_default_output(dataset: str, name: str) -> Path:
-    """Create ``results/<dataset>/<name>/`` empty (``<name>-2``, ... when taken) and return it."""
-    root = default_root(dataset)
+def claim_default_output(dataset: str | None, name: str, kind: str = EVALUATION) -> Path:
+    """Create ``<default root>/<name>/`` empty (``<name>-2``, ... when taken) and return it (the default
+    root of ``kind``: :func:`default_root`)."""
+    root = default_root(dataset, kind)
     check_output(root, marker=None)
     root.mkdir(parents=True, exist_ok=True)
     for attempt in range(1, 1000):
@@ -84,13 +107,15 @@ def check_explicit_output(path: str | os.PathLike[str], overwrite: bool) -> Path
     return target
 
 
-def is_default_output(dataset: str, output: str | os.PathLike[str]) -> bool:
-    """True when ``output`` is a run folder under ``results/<dataset>/`` (its ``latest`` link is kept)."""
-    return Path(output).absolute().parent == default_root(dataset).absolute()
+def is_default_output(dataset: str | None, output: str | os.PathLike[str], kind: str = EVALUATION) -> bool:
+    """True when ``output`` is a run folder in the default root of ``kind`` (:func:`default_root`), whose
+    ``latest`` link is kept."""
+    return Path(output).absolute().parent == default_root(dataset, kind).absolute()
 
 
 def point_latest(output: str | os.PathLike[str]) -> Path:
-    """Point ``<parent>/latest`` at ``output`` (relative symlink, swapped in with one rename)."""
+    """Point ``<parent>/latest`` at ``output`` (relative symlink, swapped in with one rename): a result folder
+    in its kind's default root (:func:`default_root`), so the link names the last result of that kind."""
     output = Path(output)
     link = output.parent / LATEST
     tmp = output.parent / temp_name(LATEST, "link")
@@ -104,6 +129,8 @@ def point_latest(output: str | os.PathLike[str]) -> Path:
 
 
 __all__ = [
+    "EVALUATION",
+    "KINDS",
     "LATEST",
     "check_explicit_output",
     "claim_default_output",

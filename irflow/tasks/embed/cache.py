@@ -49,7 +49,7 @@ import numpy as np
 
 from irflow.tasks.core.atomic import atomic_path, write_json
 from irflow.tasks.core.config import cache_dir
-from irflow.tasks.core.progress import Progress
+from irflow.tasks.core.progress import Progress, plural
 from irflow.tasks.core.schema import IrflowError
 from irflow.tasks.embed.inference import encode
 from irflow.tasks.embed.models import resolve_model
@@ -302,7 +302,7 @@ def embed_texts(
     plan = plan_chunks(texts, chunk_size)
     vectors: np.ndarray | None = None
     counts = Counter(encoded=0, from_cache=0)
-    with key_lock(key_dir), Progress(f"encode {role}s", len(texts), unit="texts") as progress:
+    with key_lock(key_dir), Progress(f"encode {plural(role)}", len(texts), unit="texts") as progress:
         start = time.perf_counter()
         for chunk, matrix, encoded in _chunks(
             key_dir,

@@ -6,20 +6,38 @@ from collections.abc import Mapping
 from typing import Any
 
 from irflow.tasks.online.interleave import Outcome
+from irflow.tasks.systems.labels import labels_of
 
 
 def interleave_document(outcome: Outcome, systems: tuple[str, str], **parts: Any) -> dict[str, Any]:
-    """``{"interleave": {...}}``: the outcome, the preferred system (its spec or None) and ``parts``
-    (dataset, click model, CTRs, offline metrics, queries to detect, log, settings)."""
+    """``{"interleave": {...}}``: the two systems (``systems``: A's and B's spec; ``labels``: what people read),
+    the outcome, the preferred system (its spec or None) and ``parts`` (dataset, click model, CTRs, offline
+    metrics, queries to detect, log, settings)."""
     side = {"A": systems[0], "B": systems[1]}
     return {
         "interleave": {
             "systems": side,
+            "labels": side_labels({"systems": side}),
             "outcome": outcome.as_dict(),
             "prefers": side.get(outcome.prefers or ""),
             **{k: v for k, v in parts.items() if v is not None},
         }
     }
+
+
+def side_labels(block: Mapping[str, Any]) -> dict[str, str]:
+    """``{"A": label, "B": label}`` of an interleave block: its ``labels``, else (a folder written before
+    labels) the systems' default labels (``dense:all-MiniLM-L6-v2``; a log's team names as they are)."""
+    if block.get("labels"):
+        return dict(block["labels"])
+    found = labels_of([block["systems"]["A"], block["systems"]["B"]])
+    return {side: found[spec] for side, spec in block["systems"].items()}
+
+
+def label_of(block: Mapping[str, Any], spec: str | None) -> str | None:
+    """The label of ``spec``, one of the block's two systems (None stays None)."""
+    named = {block["systems"][side]: label for side, label in side_labels(block).items()}
+    return None if spec is None else named.get(spec, spec)
 
 
 def interleave_metrics(document: Mapping[str, Any]) -> dict[str, float]:
@@ -41,7 +59,8 @@ def interleave_metrics(document: Mapping[str, Any]) -> dict[str, float]:
 def interleave_markdown(document: Mapping[str, Any]) -> str:
     """report.md of an interleaving experiment."""
     block = document["interleave"]
-    a, b = block["systems"]["A"], block["systems"]["B"]
+    labels = side_labels(block)
+    a, b = labels["A"], labels["B"]
     o = block["outcome"]
     where = (
         f"the log `{block['log']}`"
@@ -50,7 +69,7 @@ def interleave_markdown(document: Mapping[str, Any]) -> str:
         f"click model `{block['click_model']['kind']}`, top {block['depth']}, seed {block['seed']}"
     )
     verdict = (
-        f"**Users prefer `{block['prefers']}`** (p = {o['p_value']:.3g} < α = {o['alpha']})."
+        f"**Users prefer `{label_of(block, block['prefers'])}`** (p = {o['p_value']:.3g} < α = {o['alpha']})."
         if block["prefers"]
         else f"No preference at α = {o['alpha']} (p = {o['p_value']:.3g})."
     )
@@ -58,6 +77,11 @@ def interleave_markdown(document: Mapping[str, Any]) -> str:
         f"# Interleaving: `{a}` (A) vs `{b}` (B)",
         "",
         f"Team-draft interleaving (Radlinski, Kurup & Joachims 2008) on {where}.",
+        "",
+        *[
+            f"- {side} = `{labels[side]}`" + ("" if labels[side] == spec else f" (spec `{spec}`)")
+            for side, spec in block["systems"].items()
+        ],
         "",
         verdict,
         "",
@@ -72,7 +96,10 @@ def interleave_markdown(document: Mapping[str, Any]) -> str:
     ]
     if block.get("offline"):
         lines += ["Offline, on the dataset's judgements:", ""]
-        lines += [f"- `{s}`: " + ", ".join(f"{m} {v:.4f}" for m, v in ms.items()) for s, ms in block["offline"].items()]
+        lines += [
+            f"- `{label_of(block, s)}`: " + ", ".join(f"{m} {v:.4f}" for m, v in ms.items())
+            for s, ms in block["offline"].items()
+        ]
         lines += [""]
     if block.get("ctr"):
         lines += [
@@ -95,11 +122,11 @@ def interleave_markdown(document: Mapping[str, Any]) -> str:
         for test, label in (("interleaving", "interleaving (sign test)"), ("ab_ctr", "A/B test of CTR (Welch t)")):
             found = sizes[test]
             n = f"{found['queries']:,}" if found["queries"] is not None else "more than searched"
-            lines.append(f"| {label} | {block['systems'].get(found['prefers'] or '', '-')} | {n} |")
+            lines.append(f"| {label} | {labels.get(found['prefers'] or '', '-')} | {n} |")
         if sizes.get("ratio"):
             lines += ["", f"The A/B test needs {sizes['ratio']:.1f}× the queries interleaving needs."]
         lines.append("")
     return "\n".join(lines)
 
 
-__all__ = ["interleave_document", "interleave_markdown", "interleave_metrics"]
+__all__ = ["interleave_document", "interleave_markdown", "interleave_metrics", "label_of", "side_labels"]

@@ -30,6 +30,7 @@ from irflow.tasks.report.calibration import calibration_text
 from irflow.tasks.report.format import md_table, num, signed
 from irflow.tasks.report.html import html_report
 from irflow.tasks.report.write import dataset_summary
+from irflow.tasks.systems.labels import labels_of
 
 MAX_FAILURES_NAMED = 10  # per configuration and metric, in metrics.json and the report
 EXAMPLES = 3  # side-by-side examples in the report
@@ -65,6 +66,7 @@ def write_rag_outputs(
         "baseline": baseline,
         "measures": list(metrics),
         "configurations": {c.name: c.identity for c in configs},
+        "labels": labels_of([c.name for c in configs]),  # a spec's label; an answers file's name as it is
         "failures": failure_block(scores),
         "irflow_version": irflow_version(),
         **extra,
@@ -128,6 +130,7 @@ def answers_section(
 ) -> list[str]:
     """The report's "Answers" section: the metric table with CIs, the paired tests, failures, cost, examples."""
     metrics, summary = list(document["measures"]), document["summary"]
+    label = config_labels(document)
     lines = ["## Answers", ""]
     lines += [
         "Mean per configuration over the samples that have a value, with its 95% bootstrap CI (BCa); "
@@ -135,12 +138,12 @@ def answers_section(
         "(id-based: the dataset's judgements, relevant = grade ≥ 1).",
         "",
     ]
-    rows = [[c, *(_interval(summary[c][m]) for m in metrics)] for c in summary]
+    rows = [[label[c], *(_interval(summary[c][m]) for m in metrics)] for c in summary]
     lines += md_table(["configuration", *metrics], rows, "l" + "r" * len(metrics)) + [""]
     if len(comparisons):
-        lines += [f"### Paired tests against `{document['baseline']}`", ""]
+        lines += [f"### Paired tests against `{label[document['baseline']]}`", ""]
         rows = [
-            [r.metric, f"`{r.candidate}`", r.n, signed(r.delta), f"[{signed(r.ci_low)}, {signed(r.ci_high)}]",
+            [r.metric, f"`{label[r.candidate]}`", r.n, signed(r.delta), f"[{signed(r.ci_low)}, {signed(r.ci_high)}]",
              f"{r.p_adjusted:.3g}", "yes" if r.significant else "no"]
             for r in comparisons.itertuples()
         ]  # fmt: skip
@@ -153,7 +156,7 @@ def answers_section(
         for system, block in failures.items():
             for metric, f in block.items():
                 named = "; ".join(f"{x['query_id']}: {x['error']}" for x in f["first"][:3])
-                lines.append(f"- `{system}` {metric}: {f['count']} without a value ({named})")
+                lines.append(f"- `{label[system]}` {metric}: {f['count']} without a value ({named})")
         lines.append("")
     usage = document.get("usage") or {}
     if usage:
@@ -167,12 +170,29 @@ def answers_section(
         lines.append("")
     if document.get("calibrated"):
         lines += ["### Calibrated by human verdicts", "", "```text", calibration_text(document), "```", ""]
-    lines += examples(configs, scores, grades, metrics)
+    lines += examples(configs, scores, grades, metrics, label)
     return lines
 
 
+def config_labels(document: Mapping[str, Any]) -> Mapping[str, str]:
+    """configuration -> label: metrics.json's ``labels``, else (a folder written before labels) each
+    configuration's default label; a name it does not know stays as it is."""
+    return _Labels(document.get("labels") or labels_of(list(document.get("configurations") or {})))
+
+
+class _Labels(dict[str, str]):
+    """A mapping that names an unknown key by itself."""
+
+    def __missing__(self, key: str) -> str:
+        return key
+
+
 def examples(
-    configs: Sequence[Configuration], scores: Scores, grades: Mapping[tuple[str, str], int], metrics: Sequence[str]
+    configs: Sequence[Configuration],
+    scores: Scores,
+    grades: Mapping[tuple[str, str], int],
+    metrics: Sequence[str],
+    label: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Side by side, the queries where the configurations' first metric differs most: the question, each
     configuration's contexts with their grades, its answer and the judge's verdicts."""
@@ -197,13 +217,13 @@ def examples(
                 (scores.per_query["system"] == config.name) & (scores.per_query["query_id"] == qid)
             ]
             shown = ", ".join(f"{m} {num(v)}" for m, v in zip(values["metric"], values["value"], strict=True))
-            lines.append(f"**`{config.name}`** ({shown})")
+            lines.append(f"**`{(label or {}).get(config.name, config.name)}`** ({shown})")
             lines.append("")
             for i, c in enumerate(a.contexts, 1):
                 grade = grades.get((qid, c.doc_id or ""))
-                label = f"{c.doc_id} (grade {grade if grade is not None else 'unjudged'})" if c.doc_id else "free text"
+                source = f"{c.doc_id} (grade {grade if grade is not None else 'unjudged'})" if c.doc_id else "free text"
                 text = " ".join(c.text.split())[:SNIPPET]
-                lines.append(f"{i}. {label}: {text}")
+                lines.append(f"{i}. {source}: {text}")
             answer = config.unanswered.get(qid)
             lines += ["", f"> {redact(a.answer) if answer is None else 'no answer: ' + answer}", ""]
             for (s, m, q), detail in scores.verdicts.items():
@@ -223,13 +243,17 @@ def report_markdown(
     """report.md of a RAG evaluation: what was evaluated, then the "Answers" section."""
     ds = document["dataset"]
     lines = [f"# RAG evaluation: {ds['name']} ({ds['split']})", ""]
+    label = config_labels(document)
     for name, identity in document["configurations"].items():
         described = ", ".join(f"{k} {v}" for k, v in identity.items() if v is not None)
-        lines.append(f"- `{name}`: {described}")
+        spec = "" if label[name] == name else f"spec `{name}`; "
+        lines.append(f"- `{label[name]}`: {spec}{described}")
     skipped = document.get("answers_file_problems") or {}
     for config, problems in skipped.items():
         for what, p in problems.items():
-            lines.append(f"- `{config}`: {p['count']} {what.replace('_', ' ')} left out, e.g. {', '.join(p['first'])}")
+            lines.append(
+                f"- `{label[config]}`: {p['count']} {what.replace('_', ' ')} left out, e.g. {', '.join(p['first'])}"
+            )
     lines.append("")
     lines += answers_section(document, configs, scores, comparisons, grades)
     return "\n".join(lines).rstrip() + "\n"

@@ -18,7 +18,7 @@ import pandas as pd
 
 from irflow.tasks.compare.significance import format_p
 from irflow.tasks.core.atomic import atomic_path
-from irflow.tasks.systems.labels import default_label
+from irflow.tasks.systems.labels import labels_of
 
 DPI = 110
 
@@ -28,10 +28,7 @@ def short_labels(systems: Sequence[str], given: Mapping[str, str] | None = None)
     experiment file), else its default label (:func:`~irflow.tasks.systems.labels.default_label`:
     ``dense:all-MiniLM-L6-v2``, ``http:127.0.0.1:8080/search``, ``run:bm25.trec``); full specs are kept
     wherever two systems would otherwise share a label."""
-    given = given or {}
-    short = {s: given.get(s) or default_label(s) for s in systems}
-    counts = pd.Series(list(short.values())).value_counts()
-    return {s: (label if counts[label] == 1 else s) for s, label in short.items()}
+    return labels_of(systems, given)
 
 
 def _plt() -> Any:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from irflow.tasks.systems.external import HttpSpec, MemorySpec, PluginSpec, RunSpec, file_sha256
 from irflow.tasks.systems.grammar import KIND_PARSERS, KINDS, MODEL_ALIASES, SYSTEM_HELP, Spec
-from irflow.tasks.systems.labels import default_label
+from irflow.tasks.systems.labels import default_label, labels_of
 from irflow.tasks.systems.specs import (
     BM25Spec,
     DenseSpec,
@@ -55,6 +55,7 @@ __all__ = [
     "SystemSpec",
     "as_spec",
     "default_label",
+    "labels_of",
     "file_sha256",
     "format_system",
     "leaves",

@@ -14,11 +14,14 @@ systems apart and drops the rest::
     run:bm25s_plain.trec                    the file name
     python:mypkg.search:BM25Plus            the target
 
-Two systems with the same label are told apart by their specs (see ``report.plots.short_labels``).
+Two systems with the same label are told apart by their specs (:func:`labels_of`, which
+``report.plots.short_labels`` names a result folder's systems with).
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, fields
 from pathlib import PurePath
 from urllib.parse import urlsplit
@@ -42,6 +45,15 @@ def default_label(system: str | Spec) -> str:
         head, _, rest = str(system).partition("/")  # "<folder label>/<spec>" of combined result folders
         return f"{head}/{default_label(rest)}" if rest else redact(str(system))
     return _label(spec)
+
+
+def labels_of(systems: Sequence[str], given: Mapping[str, str] | None = None) -> dict[str, str]:
+    """spec -> label for ``systems``: the ``given`` label of a system (``--label``, an experiment file), else
+    its :func:`default_label`; the full spec wherever two systems would otherwise share a label."""
+    given = given or {}
+    short = {s: given.get(s) or default_label(s) for s in systems}
+    counts = Counter(short.values())
+    return {s: (label if counts[label] == 1 else s) for s, label in short.items()}
 
 
 def model_label(model: str) -> str:
@@ -100,4 +112,4 @@ def _cut(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(k, v if len(v) <= MAX_OPTION_CHARS else v[: MAX_OPTION_CHARS - 1] + "…") for k, v in pairs]
 
 
-__all__ = ["default_label", "model_label"]
+__all__ = ["default_label", "labels_of", "model_label"]

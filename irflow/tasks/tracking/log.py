@@ -41,6 +41,7 @@ from pydantic import BaseModel, Field
 from irflow.tasks.core.atomic import write_json
 from irflow.tasks.core.schema import IrflowError, MetricsDocument, RetrievalInfo
 from irflow.tasks.core.stop import stop_requested
+from irflow.tasks.systems.labels import labels_of
 from irflow.tasks.systems.specs import as_spec, walk
 from irflow.tasks.tracking.check import check_tracking
 from irflow.tasks.tracking.params import (
@@ -114,7 +115,9 @@ def log_evaluation(
     child run per system; a system in ``failed`` (spec -> error) gets a FAILED child run.
 
     ``infos`` are the retrievals' info trees (resolved index parameters, model identities, encode
-    counts); ``labels`` name systems (spec -> label, default the spec); ``tags`` (e.g. the Prefect
+    counts); ``labels`` name systems (spec -> label; default the folder's labels, else each system's default
+    label: ``dense:all-MiniLM-L6-v2``): a child run is named by its system's label, its tags ``irflow.label``
+    and ``irflow.spec`` (and ``irflow.system``, the spec too) and its param ``system.spec``; ``tags`` (e.g. the Prefect
     flow run) go on every run; ``encode_rates`` (dense spec -> documents/s measured by this run's
     embed stage) fill in ``documents_per_second`` where latency was not measured. ``run_name`` names
     the evaluation run (default ``<dataset> (<split>)``); ``start_time`` (ms since the epoch, when the
@@ -126,9 +129,11 @@ def log_evaluation(
     per_query = pd.read_parquet(output / "per_query.parquet")
     significance = output / "significance.csv"
     comparisons = pd.read_csv(significance) if significance.is_file() else pd.DataFrame()
-    labels, infos, failed = dict(labels or {}), dict(infos or {}), dict(failed or {})
+    infos, failed = dict(infos or {}), dict(failed or {})
     dataset = document["dataset"]
     systems = list(dict.fromkeys(per_query["system"])) or list(document["systems"])
+    given: dict[str, str] = {**dict(document.get("labels") or {}), **(labels or {})}  # type: ignore[call-overload]
+    labels = labels_of([*systems, *failed], given)
     base = {**dataset_params(dataset), **common_params(seeds), "depth": document.get("depth")}
     tags = {"irflow.dataset": dataset["name"], **(tags or {})}
 
@@ -171,10 +176,8 @@ def log_evaluation(
         children: dict[str, str] = {}
         with tempfile.TemporaryDirectory(prefix="irflow-track-") as tmp:
             for system in systems:
-                label = labels.get(system, system)
-                child = tracker.start(
-                    label, "system", parent=run_id, tags={**tags, "irflow.system": system, "irflow.label": label}
-                )
+                label = labels[system]
+                child = tracker.start(label, "system", parent=run_id, tags={**tags, **system_tags(system, label)})
                 cost = dict(document.get("cost", {}).get(system) or {})
                 latency_error = str(cost.get("latency_error") or "")[:5000] or None
                 rates = [r for leaf in walk(as_spec(system)) if (r := (encode_rates or {}).get(str(leaf)))]
@@ -200,12 +203,12 @@ def log_evaluation(
                 tracker.end(child)
                 children[label] = child
             for system, error in failed.items():
-                label = labels.get(system, system)
+                label = labels[system]
                 child = tracker.start(
                     label,
                     "system",
                     parent=run_id,
-                    tags={**tags, "irflow.system": system, "irflow.label": label, "irflow.error": error[:5000]},
+                    tags={**tags, **system_tags(system, label), "irflow.error": error[:5000]},
                 )
                 try:
                     extra = system_params(system, None, label)
@@ -216,6 +219,11 @@ def log_evaluation(
                 children[label] = child
         tracker.end(run_id, failed=bool(failed))
     return LoggedEvaluation(run_id, children, tracker.run_url(run_id), view_url(tracker))
+
+
+def system_tags(system: str, label: str) -> dict[str, str]:
+    """A system's child run's tags: its label (the run's name) and its full spec, one click away."""
+    return {"irflow.system": system, "irflow.spec": system, "irflow.label": label}
 
 
 TRACKING = "tracking"
@@ -325,6 +333,7 @@ __all__ = [
     "snapshot",
     "system_metrics",
     "system_params",
+    "system_tags",
     "texts_encoded",
     "tracking_state",
     "tracking_uri",

@@ -16,7 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from irflow.tasks.tracking.log import LoggedEvaluation, log_dataset_input
+from irflow.tasks.systems.labels import labels_of
+from irflow.tasks.tracking.log import LoggedEvaluation, log_dataset_input, system_tags
 from irflow.tasks.tracking.params import common_params, dataset_params, mlflow_key
 from irflow.tasks.tracking.store import Tracker, ending_runs
 from irflow.tasks.tracking.view import view_url
@@ -75,8 +76,10 @@ def log_rag(
         log_dataset_input(tracker, run_id, dataset)
         children: dict[str, str] = {}
         with tempfile.TemporaryDirectory(prefix="irflow-track-rag-") as tmp:
+            labels = labels_of(list(document["configurations"]))  # a spec's label; an answers file's name as is
             for name, identity in document["configurations"].items():
-                child = tracker.start(name, "system", parent=run_id, tags={**tags, "irflow.system": name})
+                label = labels[name]
+                child = tracker.start(label, "system", parent=run_id, tags={**tags, **system_tags(name, label)})
                 values: dict[str, float] = {}
                 for metric, row in document["summary"].get(name, {}).items():
                     for field in ("mean", "ci_low", "ci_high", "n", "failed", "repeat_sd"):
@@ -86,7 +89,7 @@ def log_rag(
                             )
                 tracker.log(
                     child,
-                    params={**base, **{mlflow_key("config", k): v for k, v in identity.items()}},
+                    params={**base, "system.spec": name, **{mlflow_key("config", k): v for k, v in identity.items()}},
                     metrics=values,
                 )
                 folder = Path(tmp) / str(len(children))
@@ -94,6 +97,6 @@ def log_rag(
                 per_query[per_query["system"] == name].to_parquet(folder / "per_query.parquet", index=False)
                 tracker.log_files(child, folder, ("per_query.parquet",))
                 tracker.end(child)
-                children[name] = child
+                children[label] = child
         tracker.end(run_id)
     return LoggedEvaluation(run_id, children, tracker.run_url(run_id), view_url(tracker))
