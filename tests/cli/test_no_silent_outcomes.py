@@ -130,8 +130,8 @@ def test_a_path_is_named_for_what_it_is(tmp_path: Path) -> None:
         (["abtest", "/dev/zero"], "/dev/zero: a character device, not a regular file; expected an A/B test log"),
         (["abtest", "{tmp}"], "{tmp}: a directory, not a regular file; expected an A/B test log"),
         (["abtest", "{tmp}/missing.csv"], "{tmp}/missing.csv: no such file; expected an A/B test log"),
-        (["rag", "--answers", "/dev/zero"], "--answers: /dev/zero: a character device, not a regular file"),
-        (["rag", "--answers", "{tmp}"], "--answers: {tmp}: a directory, not a regular file"),
+        (["rag", "--answers", "/dev/zero"], "--answers /dev/zero: a character device, not a regular file"),
+        (["rag", "--answers", "{tmp}"], "--answers {tmp}: a directory, not a regular file"),
         (
             ["rag", "--answers", "{tmp}/a.jsonl", "--judge", "openai:m@http://127.0.0.1:9/v1", "--human", "/dev/zero"],
             "/dev/zero: a character device, not a regular file; expected human verdicts",

@@ -85,7 +85,7 @@ def test_a_refused_spec_shows_its_url_without_the_password(capfd: pytest.Capture
     # the command as a user runs it: exit code 2, the message redacted
     assert cli_main.main(["run", "--dry-run", "--system", spec]) == 2
     out, err = capfd.readouterr()
-    assert "irflow: error: system spec 'http(load=none):http://u:***@127.0.0.1:9/search'" in err
+    assert "irflow: error: --system: system spec 'http(load=none):http://u:***@127.0.0.1:9/search'" in err
     assert leaks(tmp_path, out + err, PASSWORD) == []
 
 
