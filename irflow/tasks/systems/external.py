@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from irflow.tasks.core.limits import kind_of
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.systems.grammar import (
     KIND_PARSERS,
@@ -37,9 +38,7 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
-            raise InputError(
-                "not a regular file (a directory, device or FIFO): expected a run file", path=os.fspath(path)
-            )
+            raise InputError(f"not a regular file ({kind_of(st.st_mode)}): expected a run file", path=os.fspath(path))
         key = (os.fspath(path), st.st_size, st.st_mtime_ns, st.st_ino)
         if key not in _DIGESTS:
             with open(path, "rb") as fh:
