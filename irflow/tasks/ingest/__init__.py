@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from irflow.tasks.core.config import package_data
+from irflow.tasks.core.limits import check_regular
 from irflow.tasks.core.schema import Dataset, InputError, Manifest, UnknownNameError
 from irflow.tasks.ingest import beir, canonical, clicks, custom, msmarco, querylog, sheet, store
 
@@ -211,6 +212,8 @@ def import_dataset(
         raise InputError("no such file or folder", path=str(path))
     if fmt in _FILE_FORMATS and path.is_dir():
         raise InputError(f"is a folder; --format {fmt} reads one file", path=str(path))
+    if fmt in _FILE_FORMATS:
+        check_regular(path, f"a file (--format {fmt})")
     if fmt in _FOLDER_FORMATS and not path.is_dir():
         raise InputError(
             f"is a file; --format {fmt} reads a folder (see irflow datasets import --help)", path=str(path)

@@ -1,5 +1,9 @@
 """An online A/B test's log, read and checked row by row, then summed per randomisation unit.
 
+The log is read in chunks of rows, only the columns below, and each chunk is summed per unit before the
+next is read, so memory grows with the units (users), not the rows (a 5M-row log: see
+``benchmarks/bench_abtest_memory.py``).
+
 The log has one row per query shown (a result page served to a user), in a CSV, TSV, JSONL or Parquet
 file:
 
@@ -19,6 +23,7 @@ A value that does not fit fails naming the file, the row and the field (the CLI 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,8 +31,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from irflow.tasks.core.limits import check_regular
 from irflow.tasks.core.schema import InputError
-from irflow.tasks.ingest.readers import fail_at_row, integer_column, read_log_table, utc_time_column
+from irflow.tasks.ingest.readers import LOG_CHUNK_ROWS, fail_at_row, integer_column, iter_log_table, utc_time_column
 
 SAT_DWELL_S = 30.0
 """A click with at least this dwell is a satisfied click (Fox et al., "Evaluating implicit measures to
@@ -39,45 +45,25 @@ COUNTS = ("queries", "clicks", "clicks_sq", "successes", "abandoned", "rr", "rr_
 
 @dataclass(frozen=True)
 class AbLog:
-    """A checked log: one row per query shown, with the per-query values every metric needs.
+    """A checked log, summed per unit: what every metric needs.
 
-    ``rows`` has ``unit``, ``arm`` and the per-query values ``clicks``, ``success`` (a click), ``rr``
-    (1/position of the first click, 0 without one), ``satisfied`` and ``converted`` (0/1), plus ``day``
-    when the log has one. ``has`` names the optional inputs present (``position``, ``dwell``,
-    ``converted``, ``day``).
+    ``sums`` has one row per unit: ``unit``, ``arm`` and the sums of :data:`COUNTS` over the unit's queries,
+    units in order of first appearance. ``has`` names the optional inputs present (``position``, ``dwell``,
+    ``converted``, ``day``); ``day_values`` are the log's days. The sequential test reads the log again,
+    per unit and day (:meth:`daily`).
     """
 
     path: str
     unit: str
     arms: tuple[str, ...]  # in order of first appearance
-    rows: pd.DataFrame
+    sums: pd.DataFrame
     has: frozenset[str]
-
-    def values(self) -> pd.DataFrame:
-        """Per query shown: ``unit``, ``arm`` (and ``day``) and the value each sum of :data:`COUNTS` adds up."""
-        rows = self.rows
-        values = pd.DataFrame(
-            {
-                "unit": rows["unit"],
-                "arm": rows["arm"],
-                "queries": 1,
-                "clicks": rows["clicks"],
-                "clicks_sq": rows["clicks"] ** 2,
-                "successes": rows["success"],
-                "abandoned": 1 - rows["success"],
-                "rr": rows["rr"],
-                "rr_sq": rows["rr"] ** 2,
-                "satisfied": rows["satisfied"],
-                "conversions": rows["converted"],
-            }
-        )
-        return values.assign(day=rows["day"]) if "day" in self.has else values
+    day_values: tuple[Any, ...] = ()
+    chunk_rows: int = LOG_CHUNK_ROWS
 
     def units(self) -> pd.DataFrame:
         """Per-unit sums (:data:`COUNTS`) with the unit's ``arm``: what every metric is a ratio of."""
-        return (
-            self.values().drop(columns="day", errors="ignore").groupby(["unit", "arm"], sort=False).sum().reset_index()
-        )
+        return self.sums
 
     def days(self) -> list[Any]:
         """The log's days in order (the sequential test reads the log through each)."""
@@ -87,7 +73,46 @@ class AbLog:
                 "2026-11-26, or a day number) or a 'timestamp' column (ISO 8601); the log has neither",
                 path=self.path,
             )
-        return sorted(self.rows["day"].unique().tolist())
+        return sorted(self.day_values)
+
+    def daily(self) -> pd.DataFrame:
+        """Per unit and day: ``unit`` (the unit's row in :attr:`sums`), ``day`` and the sums of :data:`COUNTS`
+        (the log read again, a chunk at a time: memory grows with units times days, not rows)."""
+        self.days()
+        units = pd.Index(self.sums["unit"])
+        total: pd.DataFrame | None = None
+        for rows, _ in _checked_chunks(Path(self.path), self.unit, self.chunk_rows):
+            values = _values(rows).drop(columns="arm").assign(unit=units.get_indexer(rows["unit"]))
+            total = _merge(total, values.groupby(["unit", "day"], sort=False).sum())
+        assert total is not None
+        return total.reset_index()
+
+
+def _values(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per query shown: ``unit``, ``arm`` (and ``day``) and the value each sum of :data:`COUNTS` adds up."""
+    values = pd.DataFrame(
+        {
+            "unit": rows["unit"],
+            "arm": rows["arm"],
+            "queries": 1,
+            "clicks": rows["clicks"],
+            "clicks_sq": rows["clicks"] ** 2,
+            "successes": rows["success"],
+            "abandoned": 1 - rows["success"],
+            "rr": rows["rr"],
+            "rr_sq": rows["rr"] ** 2,
+            "satisfied": rows["satisfied"],
+            "conversions": rows["converted"],
+        }
+    )
+    return values.assign(day=rows["day"]) if "day" in rows.columns else values
+
+
+def _merge(total: pd.DataFrame | None, part: pd.DataFrame) -> pd.DataFrame:
+    """Sums so far plus a chunk's (grouped the same way), groups in order of first appearance."""
+    if total is None:
+        return part
+    return pd.concat([total, part]).groupby(level=list(range(part.index.nlevels)), sort=False).sum()
 
 
 def _text(column: pd.Series) -> pd.Series:
@@ -130,33 +155,37 @@ def _days(table: pd.DataFrame, path: Path) -> pd.Series:
     return parsed.dt.strftime("%Y-%m-%d")
 
 
-def read_ab_log(path: str | Path, unit: str = "user_id") -> AbLog:
-    """Read and check an A/B log (see the module docstring); every unit must be in exactly one arm."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("no such file; expected an A/B test log (CSV, TSV, JSONL or Parquet)", path=str(path))
-    table = read_log_table(path, "A/B test log")
+_OPTIONAL = ("position", "dwell", "converted", "day", "timestamp")
+
+
+def _checked_chunks(path: Path, unit: str, chunk_rows: int) -> Iterator[tuple[pd.DataFrame, list[str]]]:
+    """The log's rows a chunk at a time, checked, as per-query values (``unit``, ``arm``, ``clicks``,
+    ``success``, ``rr``, ``satisfied``, ``converted``, and ``day`` when the log has days), with the log's
+    column names. Row numbers in errors are the file's."""
+    wanted = {unit, "arm", "query", "clicked", *_OPTIONAL}
+    columns, chunks = iter_log_table(path, "A/B test log", wanted.__contains__, chunk_rows)
     needed = [unit, "arm", "query", "clicked"]
-    missing = [c for c in needed if c not in table.columns]
+    missing = [c for c in needed if c not in columns]
     if missing:
         raise InputError(
             f"the log lacks column(s) {', '.join(missing)}; expected one row per query shown with {unit} (--unit), "
             f"arm, query and clicked (optional: position, dwell, converted, day or timestamp); "
-            f"columns found: {', '.join(map(str, table.columns)) or 'none'}",
+            f"columns found: {', '.join(map(str, columns)) or 'none'}",
             path=str(path),
         )
-    if table.empty:
-        raise InputError("the log has no rows; expected one row per query shown", path=str(path))
-    table = table.reset_index(drop=True)
+    for table in chunks:
+        yield _per_query(table, unit, path), columns
+
+
+def _per_query(table: pd.DataFrame, unit: str, path: Path) -> pd.DataFrame:
+    """One chunk's rows checked and turned into per-query values (see :func:`_checked_chunks`)."""
     rows = pd.DataFrame({"unit": _ids(table, unit, path), "arm": _ids(table, "arm", path)})
     _ids(table, "query", path)
     rows["clicks"] = _flags(table["clicked"], "clicked", path, table, None)
     clicked = rows["clicks"] > 0
     rows["success"] = clicked.astype(np.int64)
-    has = set()
     rows["rr"] = 0.0
     if "position" in table.columns:
-        has.add("position")
         given = table["position"].where(clicked, 1)  # a row without a click needs no position
         empty = _text(given) == ""
         if empty.any():
@@ -166,7 +195,6 @@ def read_ab_log(path: str | Path, unit: str = "user_id") -> AbLog:
         rows["rr"] = np.where(clicked, 1.0 / integer_column(given, "position", path, 1).to_numpy(np.float64), 0.0)
     rows["satisfied"] = 0
     if "dwell" in table.columns:
-        has.add("dwell")
         dwell = pd.to_numeric(table["dwell"].where(clicked, 0), errors="coerce")  # "" and None: NaN
         bad = dwell.isna() | (dwell < 0) | ~np.isfinite(dwell.fillna(0))
         if bad.any():
@@ -176,28 +204,75 @@ def read_ab_log(path: str | Path, unit: str = "user_id") -> AbLog:
         rows["satisfied"] = (clicked & (dwell >= SAT_DWELL_S)).astype(np.int64)
     rows["converted"] = 0
     if "converted" in table.columns:
-        has.add("converted")
         rows["converted"] = _flags(table["converted"], "converted", path, table, 1)
     if "day" in table.columns or "timestamp" in table.columns:
-        has.add("day")
         rows["day"] = _days(table, path)
+    return rows
+
+
+def _one_arm(rows: pd.DataFrame, arm_of: pd.Series, unit: str, path: Path) -> None:
+    """Fails at the first row whose unit was in another arm on an earlier row (of this chunk or before it)."""
     first_arm = rows.groupby("unit", sort=False)["arm"].transform("first")
+    if len(arm_of):
+        earlier = rows["unit"].map(arm_of)
+        first_arm = earlier.where(earlier.notna(), first_arm)
     crossed = rows["arm"] != first_arm
     if crossed.any():
-        row = int(np.flatnonzero(crossed.to_numpy())[0])
+        at = int(np.flatnonzero(crossed.to_numpy())[0])
         raise InputError(
-            f"row {row + 1}: {unit} {rows['unit'].iloc[row]!r} is in arm {rows['arm'].iloc[row]!r} here and in arm "
-            f"{first_arm.iloc[row]!r} on an earlier row; expected each {unit} in one arm only (the unit randomised)",
+            f"row {int(rows.index[at]) + 1}: {unit} {rows['unit'].iloc[at]!r} is in arm {rows['arm'].iloc[at]!r} "
+            f"here and in arm {first_arm.iloc[at]!r} on an earlier row; expected each {unit} in one arm only "
+            "(the unit randomised)",
             path=str(path),
         )
-    arms = tuple(pd.unique(rows["arm"]).tolist())
+
+
+def read_ab_log(path: str | Path, unit: str = "user_id", chunk_rows: int = LOG_CHUNK_ROWS) -> AbLog:
+    """Read and check an A/B log (see the module docstring), ``chunk_rows`` rows at a time; every unit must be
+    in exactly one arm."""
+    path = Path(path)
+    check_regular(path, "an A/B test log (CSV, TSV, JSONL or Parquet)")
+    sums: pd.DataFrame | None = None
+    arms: dict[str, None] = {}
+    days: set[Any] = set()
+    day_kind = ""
+    columns: list[str] = []
+    count = 0
+    for rows, columns in _checked_chunks(path, unit, chunk_rows):
+        count += len(rows)
+        arm_of = (
+            pd.Series(sums.index.get_level_values(1), index=sums.index.get_level_values(0))
+            if sums is not None
+            else pd.Series()
+        )
+        _one_arm(rows, arm_of, unit, path)
+        arms.update(dict.fromkeys(pd.unique(rows["arm"]).tolist()))
+        if "day" in rows.columns:
+            kind = "numbers" if pd.api.types.is_integer_dtype(rows["day"]) else "dates"
+            if day_kind and kind != day_kind:
+                name = "day" if "day" in columns else "timestamp"
+                raise InputError(
+                    f"row {int(rows.index[0]) + 1}: field {name!r} holds {kind} here and {day_kind} on earlier rows; "
+                    "expected a date (2026-11-26), a day number or an ISO 8601 time, the same kind on every row",
+                    path=str(path),
+                )
+            day_kind = kind
+            days.update(pd.unique(rows["day"]).tolist())
+        sums = _merge(
+            sums, _values(rows).drop(columns="day", errors="ignore").groupby(["unit", "arm"], sort=False).sum()
+        )
+    if sums is None or not count:
+        raise InputError("the log has no rows; expected one row per query shown", path=str(path))
+    has: set[str] = {c for c in ("position", "dwell", "converted") if c in columns}
+    if "day" in columns or "timestamp" in columns:
+        has.add("day")
     if len(arms) != 2:
         raise InputError(
             f"the log has {len(arms)} arm(s) ({', '.join(map(repr, arms))}); "
             "expected exactly two, control and treatment",
             path=str(path),
         )
-    return AbLog(str(path), unit, arms, rows, frozenset(has))
+    return AbLog(str(path), unit, tuple(arms), sums.reset_index(), frozenset(has), tuple(days), chunk_rows)
 
 
 __all__ = ["COUNTS", "SAT_DWELL_S", "AbLog", "read_ab_log"]

@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.online.abtest import METRICS, difference_test, ratio_delta
@@ -46,17 +45,17 @@ def sequential(
 ) -> dict[str, Any]:
     """Per day (cumulative): each metric's difference, its fixed-horizon p-value and the always-valid p-value.
 
-    Each unit's sums are carried from day to day (one pass over the rows, then per day one pass over the
-    units seen so far); a day before both arms have two units gives no look.
+    Each unit's sums are carried from day to day (one pass over the log's sums per unit and day, then per day
+    one pass over the units seen so far); a day before both arms have two units gives no look.
     """
     from irflow.tasks.core.progress import Progress
 
     days = log.days()
-    rows = log.values()
-    codes, units = pd.factorize(rows["unit"])
-    arm_of = rows.groupby(codes)["arm"].first().to_numpy()
+    rows = log.daily()  # per unit (its row in log.sums, in order of first appearance) and day
+    codes = rows["unit"].to_numpy()
+    arm_of = log.sums["arm"].to_numpy()
     columns = ["queries", *dict.fromkeys(METRICS[m].numerator for m in metrics)]
-    totals = {c: np.zeros(len(units)) for c in columns}
+    totals = {c: np.zeros(len(arm_of)) for c in columns}
     looks: dict[str, dict[str, list[float]]] = {m: {"difference": [], "variance": [], "p_value": []} for m in metrics}
     used_days = []
     by_day = rows.groupby("day", sort=True).indices

@@ -24,6 +24,7 @@ import pandas as pd
 from scipy import stats
 
 from irflow.tasks.compare.calibration import calibrate_systems
+from irflow.tasks.core.limits import check_regular
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.evalsets.pool import krippendorff_alpha
 from irflow.tasks.ingest.readers import iter_jsonl, require_id
@@ -71,8 +72,7 @@ def read_human_verdicts(path: str | Path) -> pd.DataFrame:
     a malformed row, an unknown metric or a second verdict for the same answer and metric fails naming the
     file and line."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError("no such file; expected human verdicts (.jsonl or .csv)", path=str(path))
+    check_regular(path, "human verdicts (.jsonl or .csv)")
     rows: list[tuple[str | None, str, str, float]] = []
     seen: dict[tuple[str | None, str, str], int] = {}
     for line, obj in _rows(path):
