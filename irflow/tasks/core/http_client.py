@@ -291,7 +291,7 @@ class Call:
             return client.post(self.url, json=body, headers=headers, who=self.who)
         reader = BodyReader(self.who, self.url)
         with client.stream("POST", self.url, json=body, headers=headers) as streamed:
-            return _Response(streamed.status_code, streamed.headers, reader.read(streamed.iter_bytes(_PIECE)))
+            return _Response(streamed.status_code, streamed.headers, reader.read(streamed.iter_bytes()))
 
     async def apost(self, client: Any, body: Any, *, tokens: int = 0, headers: dict[str, str] | None = None) -> Reply:
         """POST ``body`` as JSON with an ``httpx.AsyncClient``; retries as the policy says."""
@@ -304,7 +304,7 @@ class Call:
             try:
                 reader = BodyReader(self.who, self.url)
                 async with client.stream("POST", self.url, json=body, headers=headers) as streamed:
-                    content = await reader.aread(streamed.aiter_bytes(_PIECE))
+                    content = await reader.aread(streamed.aiter_bytes())
                     response = _Response(streamed.status_code, streamed.headers, content)
             except httpx.TransportError as exc:
                 problem = self._problem(f"{type(exc).__name__}: {exc}")
