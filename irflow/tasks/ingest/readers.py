@@ -160,7 +160,7 @@ def _is_header(query_id: str, grade: str) -> bool:
         return query_id.lower().replace("_", "-") in {"query-id", "qid", "query", "queryid"}
 
 
-LOG_CHUNK_ROWS = 500_000
+LOG_CHUNK_ROWS = 200_000
 """Rows of a log read at a time by :func:`iter_log_table`."""
 
 

@@ -75,17 +75,77 @@ class AbLog:
             )
         return sorted(self.day_values)
 
-    def daily(self) -> pd.DataFrame:
-        """Per unit and day: ``unit`` (the unit's row in :attr:`sums`), ``day`` and the sums of :data:`COUNTS`
-        (the log read again, a chunk at a time: memory grows with units times days, not rows)."""
+    def daily(self) -> Daily:
+        """The log read again, a chunk at a time, for the sequential test (see :class:`Daily`)."""
         self.days()
         units = pd.Index(self.sums["unit"])
+        floats: list[pd.DataFrame] = []
         total: pd.DataFrame | None = None
         for rows, _ in _checked_chunks(Path(self.path), self.unit, self.chunk_rows):
-            values = _values(rows).drop(columns="arm").assign(unit=units.get_indexer(rows["unit"]))
-            total = _merge(total, values.groupby(["unit", "day"], sort=False).sum())
+            values = _values(rows).drop(columns=["arm", *FLOATS]).assign(unit=units.get_indexer(rows["unit"]))
+            part = values.groupby(["unit", "day"], sort=False).sum()
+            total = part if total is None else pd.concat([total, part]).groupby(level=[0, 1], sort=False).sum()
+            clicked = rows["rr"].to_numpy() != 0  # adding 0.0 changes no total
+            floats.append(values.loc[clicked, ["unit", "day"]].assign(rr=rows["rr"].to_numpy()[clicked]))
         assert total is not None
-        return total.reset_index()
+        return Daily(total.reset_index(), pd.concat(floats, ignore_index=True))
+
+
+@dataclass(frozen=True)
+class Daily:
+    """What the sequential test adds up day by day: ``counts`` per unit (its row in :attr:`AbLog.sums`) and day,
+    the integer sums of :data:`COUNTS`; ``floats`` the log's rows with a reciprocal rank (``unit``, ``day``,
+    ``rr``) in the log's order, so each unit's total is added up row by row as from one read of the log.
+    Memory grows with units times days, and 12 bytes with each click."""
+
+    counts: pd.DataFrame
+    floats: pd.DataFrame
+
+
+FLOATS = ("rr", "rr_sq")
+"""The sums of :data:`COUNTS` that are not integers: each unit's are added up in one pass over its rows."""
+
+
+class _Sums:
+    """Per-unit sums over the chunks, units in order of first appearance: integer counts exactly as they
+    come; the reciprocal ranks kept a row at a time (the unit's code and the value: 12 bytes a row) and summed
+    per unit at the end, by pandas' own groupby sum over the whole log, so the chunks give the very bits of
+    one read (a float sum carried from chunk to chunk differs in its last bit now and then)."""
+
+    def __init__(self) -> None:
+        self.units = pd.Index([], dtype=object)
+        self.arm = np.empty(0, dtype=object)
+        self.ints = {c: np.zeros(0, np.int64) for c in COUNTS if c not in FLOATS}
+        self.codes: list[np.ndarray] = []
+        self.rr: list[np.ndarray] = []
+
+    def arm_of(self) -> pd.Series:
+        return pd.Series(self.arm, index=self.units)
+
+    def add(self, values: pd.DataFrame) -> None:
+        """Add a chunk's per-query values (``unit``, ``arm`` and :data:`COUNTS`, checked: one arm per unit)."""
+        units = values["unit"]
+        codes = self.units.get_indexer(units)
+        new = codes < 0
+        if new.any():
+            fresh = values.loc[new].drop_duplicates("unit")
+            self.units = self.units.append(pd.Index(fresh["unit"].to_numpy(dtype=object)))
+            self.arm = np.concatenate([self.arm, fresh["arm"].to_numpy(dtype=object)])
+            self.ints = {c: np.concatenate([v, np.zeros(len(fresh), np.int64)]) for c, v in self.ints.items()}
+            codes = self.units.get_indexer(units)
+        for column, total in self.ints.items():
+            np.add.at(total, codes, values[column].to_numpy(np.int64))
+        self.codes.append(codes.astype(np.int32))
+        self.rr.append(values["rr"].to_numpy(np.float64))
+
+    def frame(self) -> pd.DataFrame:
+        codes, rr = np.concatenate(self.codes), np.concatenate(self.rr)
+        self.codes, self.rr = [codes], [rr]
+        floats = pd.DataFrame({"rr": rr, "rr_sq": rr**2}).groupby(codes).sum()  # every unit has a row
+        columns = {"unit": self.units.to_numpy(dtype=object), "arm": self.arm}
+        for column in COUNTS:
+            columns[column] = floats[column].to_numpy() if column in FLOATS else self.ints[column]
+        return pd.DataFrame(columns)
 
 
 def _values(rows: pd.DataFrame) -> pd.DataFrame:
@@ -106,13 +166,6 @@ def _values(rows: pd.DataFrame) -> pd.DataFrame:
         }
     )
     return values.assign(day=rows["day"]) if "day" in rows.columns else values
-
-
-def _merge(total: pd.DataFrame | None, part: pd.DataFrame) -> pd.DataFrame:
-    """Sums so far plus a chunk's (grouped the same way), groups in order of first appearance."""
-    if total is None:
-        return part
-    return pd.concat([total, part]).groupby(level=list(range(part.index.nlevels)), sort=False).sum()
 
 
 def _text(column: pd.Series) -> pd.Series:
@@ -232,7 +285,7 @@ def read_ab_log(path: str | Path, unit: str = "user_id", chunk_rows: int = LOG_C
     in exactly one arm."""
     path = Path(path)
     check_regular(path, "an A/B test log (CSV, TSV, JSONL or Parquet)")
-    sums: pd.DataFrame | None = None
+    sums = _Sums()
     arms: dict[str, None] = {}
     days: set[Any] = set()
     day_kind = ""
@@ -240,12 +293,7 @@ def read_ab_log(path: str | Path, unit: str = "user_id", chunk_rows: int = LOG_C
     count = 0
     for rows, columns in _checked_chunks(path, unit, chunk_rows):
         count += len(rows)
-        arm_of = (
-            pd.Series(sums.index.get_level_values(1), index=sums.index.get_level_values(0))
-            if sums is not None
-            else pd.Series()
-        )
-        _one_arm(rows, arm_of, unit, path)
+        _one_arm(rows, sums.arm_of(), unit, path)
         arms.update(dict.fromkeys(pd.unique(rows["arm"]).tolist()))
         if "day" in rows.columns:
             kind = "numbers" if pd.api.types.is_integer_dtype(rows["day"]) else "dates"
@@ -258,10 +306,8 @@ def read_ab_log(path: str | Path, unit: str = "user_id", chunk_rows: int = LOG_C
                 )
             day_kind = kind
             days.update(pd.unique(rows["day"]).tolist())
-        sums = _merge(
-            sums, _values(rows).drop(columns="day", errors="ignore").groupby(["unit", "arm"], sort=False).sum()
-        )
-    if sums is None or not count:
+        sums.add(_values(rows))
+    if not count:
         raise InputError("the log has no rows; expected one row per query shown", path=str(path))
     has: set[str] = {c for c in ("position", "dwell", "converted") if c in columns}
     if "day" in columns or "timestamp" in columns:
@@ -272,7 +318,7 @@ def read_ab_log(path: str | Path, unit: str = "user_id", chunk_rows: int = LOG_C
             "expected exactly two, control and treatment",
             path=str(path),
         )
-    return AbLog(str(path), unit, tuple(arms), sums.reset_index(), frozenset(has), tuple(days), chunk_rows)
+    return AbLog(str(path), unit, tuple(arms), sums.frame(), frozenset(has), tuple(days), chunk_rows)
 
 
 __all__ = ["COUNTS", "SAT_DWELL_S", "AbLog", "read_ab_log"]
