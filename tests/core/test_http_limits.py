@@ -14,6 +14,8 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 from _limited import CHILD, GIB, child_env, in_child, peak_bytes, stop_child
@@ -125,3 +127,42 @@ def test_sigterm_stops_a_reader_of_an_endless_body(client: str) -> None:
     out, err = stop_child(child, signal.SIGTERM)
     assert child.returncode == 143, err.decode()[-3000:]
     assert b"stopped" in out
+
+
+@pytest.mark.e2e
+def test_sigterm_stops_irflow_run_while_a_service_body_trickles_in(tmp_path: Path) -> None:
+    """The command as typed (its own Prefect server, no tracking), under 8 GB of address space: the service's
+    answer never ends and the time limit is 10 minutes, so only the stop can end it before the safety net."""
+    import resource
+    import threading
+
+    requested = threading.Event()
+    namespace: dict[str, Any] = {"PIECE": 16, "PAUSE": 0.05, "REQUESTED": requested}
+    exec(ENDLESS.replace("def do_POST(self):\n", "def do_POST(self):\n        REQUESTED.set()\n"), namespace)
+    server = namespace["server"]
+    env = child_env(
+        IRFLOW_RESPONSE_SECONDS="600",
+        IRFLOW_CACHE_DIR=str(tmp_path / "cache"),
+        PREFECT_HOME=str(tmp_path / "prefect"),
+        MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}",
+    )
+    env.pop("PREFECT_API_URL", None)
+    system = f"http(load=none,concurrency=2):{namespace['url']}"
+    command = [sys.executable, "-m", "irflow.cli", "run", "--dataset", "techdocs", "--system", system, "--no-track"]
+    run = subprocess.Popen(
+        [*command, "--output", str(tmp_path / "out")],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (8_000_000_000, 8_000_000_000)),
+    )
+    try:
+        assert requested.wait(300), "irflow never asked the service"
+        time.sleep(2)  # the body is trickling in
+        assert run.poll() is None
+        _, err = stop_child(run, signal.SIGTERM)
+    finally:
+        server.shutdown()
+    assert run.returncode == 143, err.decode()[-3000:]
+    assert b"Traceback" not in err
