@@ -36,6 +36,8 @@ from irflow.tasks.core.atomic import write_json  # noqa: E402
 BEFORE = "9475f32"  # the last commit that read an A/B log whole
 RUN = """
 import json, sys
+import irflow
+assert irflow.__file__.startswith(sys.argv[4]), irflow.__file__
 from irflow.tasks.online.abtest import analyse
 from irflow.tasks.online.abtest_log import read_ab_log
 from irflow.tasks.online.abtest_sequential import sequential
@@ -79,10 +81,11 @@ def write_log(path: Path, rows: int, users: int, seed: int = 0) -> Path:
 
 
 def measure(tree: Path, log: Path, out: Path, sequential: bool) -> dict[str, float]:
-    """Peak RSS (MiB), wall and CPU seconds of one run in a fresh Python with ``tree`` first on its path."""
+    """Peak RSS (MiB), wall and CPU seconds of one run in a fresh Python with ``tree`` first on its path (run in
+    ``out``'s folder: ``python -c`` puts its working folder before ``PYTHONPATH``)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    cmd = ["/usr/bin/time", "-v", sys.executable, "-c", RUN, str(log), str(out), "1" if sequential else "0"]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    cmd = ["/usr/bin/time", "-v", sys.executable, "-c", RUN, str(log), str(out), "1" if sequential else "0", str(tree)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, cwd=out.parent)
     if done.returncode != 0:
         raise SystemExit(f"{tree}: exit {done.returncode}\n{done.stderr[-3000:]}")
 

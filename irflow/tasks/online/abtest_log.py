@@ -107,23 +107,26 @@ FLOATS = ("rr", "rr_sq")
 
 
 class _Sums:
-    """Per-unit sums over the chunks, units in order of first appearance: integer counts exactly as they
-    come; the reciprocal ranks kept a row at a time (the unit's code and the value: 12 bytes a row) and summed
-    per unit at the end, by pandas' own groupby sum over the whole log, so the chunks give the very bits of
-    one read (a float sum carried from chunk to chunk differs in its last bit now and then)."""
+    """Per-unit sums over the chunks, units in order of first appearance: integer counts exactly as they come.
+    The reciprocal ranks (a log with ``position``) are kept a row at a time, as the unit's code and the click's
+    position (8 bytes a row), and summed per unit at the end by pandas' own groupby sum over the whole log: a
+    float sum carried from chunk to chunk differs from one read's in its last bit now and then, and the
+    numbers must not change with the chunk size."""
 
-    def __init__(self) -> None:
+    def __init__(self, positions: bool) -> None:
         self.units = pd.Index([], dtype=object)
         self.arm = np.empty(0, dtype=object)
         self.ints = {c: np.zeros(0, np.int64) for c in COUNTS if c not in FLOATS}
+        self.positions = positions
         self.codes: list[np.ndarray] = []
-        self.rr: list[np.ndarray] = []
+        self.ranks: list[np.ndarray] = []  # position of the first click, 0 without one
 
     def arm_of(self) -> pd.Series:
         return pd.Series(self.arm, index=self.units)
 
-    def add(self, values: pd.DataFrame) -> None:
-        """Add a chunk's per-query values (``unit``, ``arm`` and :data:`COUNTS`, checked: one arm per unit)."""
+    def add(self, values: pd.DataFrame, ranks: np.ndarray) -> None:
+        """Add a chunk's per-query values (``unit``, ``arm`` and :data:`COUNTS`, checked: one arm per unit) and
+        its rows' click positions."""
         units = values["unit"]
         codes = self.units.get_indexer(units)
         new = codes < 0
@@ -135,16 +138,21 @@ class _Sums:
             codes = self.units.get_indexer(units)
         for column, total in self.ints.items():
             np.add.at(total, codes, values[column].to_numpy(np.int64))
-        self.codes.append(codes.astype(np.int32))
-        self.rr.append(values["rr"].to_numpy(np.float64))
+        if self.positions:
+            self.codes.append(codes.astype(np.int32))
+            self.ranks.append(ranks.astype(np.int32) if ranks.max(initial=0) < 2**31 else ranks)
 
     def frame(self) -> pd.DataFrame:
-        codes, rr = np.concatenate(self.codes), np.concatenate(self.rr)
-        self.codes, self.rr = [codes], [rr]
-        floats = pd.DataFrame({"rr": rr, "rr_sq": rr**2}).groupby(codes).sum()  # every unit has a row
-        columns = {"unit": self.units.to_numpy(dtype=object), "arm": self.arm}
+        columns: dict[str, Any] = {"unit": self.units.to_numpy(dtype=object), "arm": self.arm}
         for column in COUNTS:
-            columns[column] = floats[column].to_numpy() if column in FLOATS else self.ints[column]
+            columns[column] = np.zeros(len(self.units)) if column in FLOATS else self.ints[column]
+        if self.positions:
+            codes, ranks = np.concatenate(self.codes), np.concatenate(self.ranks)
+            self.codes, self.ranks = [], []
+            rr = np.where(ranks > 0, 1.0 / np.maximum(ranks, 1).astype(np.float64), 0.0)  # as _per_query has it
+            del ranks
+            columns["rr"] = pd.Series(rr).groupby(codes).sum().to_numpy()  # every unit has a row
+            columns["rr_sq"] = pd.Series(rr**2).groupby(codes).sum().to_numpy()
         return pd.DataFrame(columns)
 
 
@@ -245,7 +253,9 @@ def _per_query(table: pd.DataFrame, unit: str, path: Path) -> pd.DataFrame:
             fail_at_row(
                 empty, "position", "the rank of the first click (an integer from 1) on a row with a click", table, path
             )
-        rows["rr"] = np.where(clicked, 1.0 / integer_column(given, "position", path, 1).to_numpy(np.float64), 0.0)
+        ranks = integer_column(given, "position", path, 1).to_numpy(np.int64)
+        rows["rank"] = np.where(clicked, ranks, 0)
+        rows["rr"] = np.where(clicked, 1.0 / ranks.astype(np.float64), 0.0)
     rows["satisfied"] = 0
     if "dwell" in table.columns:
         dwell = pd.to_numeric(table["dwell"].where(clicked, 0), errors="coerce")  # "" and None: NaN
@@ -285,7 +295,7 @@ def read_ab_log(path: str | Path, unit: str = "user_id", chunk_rows: int = LOG_C
     in exactly one arm."""
     path = Path(path)
     check_regular(path, "an A/B test log (CSV, TSV, JSONL or Parquet)")
-    sums = _Sums()
+    sums: _Sums | None = None
     arms: dict[str, None] = {}
     days: set[Any] = set()
     day_kind = ""
@@ -293,6 +303,7 @@ def read_ab_log(path: str | Path, unit: str = "user_id", chunk_rows: int = LOG_C
     count = 0
     for rows, columns in _checked_chunks(path, unit, chunk_rows):
         count += len(rows)
+        sums = sums or _Sums("position" in columns)
         _one_arm(rows, sums.arm_of(), unit, path)
         arms.update(dict.fromkeys(pd.unique(rows["arm"]).tolist()))
         if "day" in rows.columns:
@@ -306,8 +317,8 @@ def read_ab_log(path: str | Path, unit: str = "user_id", chunk_rows: int = LOG_C
                 )
             day_kind = kind
             days.update(pd.unique(rows["day"]).tolist())
-        sums.add(_values(rows))
-    if not count:
+        sums.add(_values(rows), rows["rank"].to_numpy() if "rank" in rows.columns else np.zeros(0, np.int64))
+    if sums is None or not count:
         raise InputError("the log has no rows; expected one row per query shown", path=str(path))
     has: set[str] = {c for c in ("position", "dwell", "converted") if c in columns}
     if "day" in columns or "timestamp" in columns:
