@@ -113,7 +113,7 @@ def published_sha256(base: str, filename: str) -> str | None:
     """The sha256 the server lists for ``filename`` in ``<base>/SHA256SUMS``, if it publishes one."""
     try:
         with _open(f"{base}/SHA256SUMS", timeout=30) as resp:
-            text = resp.read().decode("utf-8", "replace")
+            text = resp.read(1 << 20).decode("utf-8", "replace")  # a listing of checksums: a few KB
     except (urllib.error.URLError, OSError):
         return None
     for line in text.splitlines():

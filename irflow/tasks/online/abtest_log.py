@@ -102,6 +102,9 @@ class Daily:
     floats: pd.DataFrame
 
 
+_SLICE_ROWS = 1 << 20
+"""Rows summed at once at the end of :class:`_Sums` (the units' reciprocal ranks, a slice of units at a time)."""
+
 FLOATS = ("rr", "rr_sq")
 """The sums of :data:`COUNTS` that are not integers: each unit's are added up in one pass over its rows."""
 
@@ -149,10 +152,14 @@ class _Sums:
         if self.positions:
             codes, ranks = np.concatenate(self.codes), np.concatenate(self.ranks)
             self.codes, self.ranks = [], []
-            rr = np.where(ranks > 0, 1.0 / np.maximum(ranks, 1).astype(np.float64), 0.0)  # as _per_query has it
-            del ranks
-            columns["rr"] = pd.Series(rr).groupby(codes).sum().to_numpy()  # every unit has a row
-            columns["rr_sq"] = pd.Series(rr**2).groupby(codes).sum().to_numpy()
+            step = max(1, len(self.units) * _SLICE_ROWS // max(len(codes), 1))  # units of ~_SLICE_ROWS rows
+            for first in range(0, len(self.units), step):  # a unit's rows all in one slice, in the log's order
+                mask = (codes >= first) & (codes < first + step)
+                at = ranks[mask]
+                rr = np.where(at > 0, 1.0 / np.maximum(at, 1).astype(np.float64), 0.0)  # as _per_query has it
+                for column, value in (("rr", rr), ("rr_sq", rr**2)):
+                    sums = pd.Series(value).groupby(codes[mask]).sum()
+                    columns[column][sums.index.to_numpy()] = sums.to_numpy()
         return pd.DataFrame(columns)
 
 
