@@ -101,23 +101,20 @@ def cmd_datasets_download(args: argparse.Namespace) -> int:
     return 0
 
 
-IMPORT_FOLDERS = ("beir", "msmarco")  # formats whose PATH may be a folder
-
-
 def check_import(args: argparse.Namespace) -> None:
     """The source path, the new name, the base dataset, the mapping, thresholds and sampling options."""
-    from pathlib import Path
 
-    from irflow.cli.checks import check_dataset, check_file
+    from irflow.cli.checks import check_dataset
     from irflow.cli.querylog import query_sampling
     from irflow.tasks.core.schema import InputError
+    from irflow.tasks.ingest import FORMATS, check_source
     from irflow.tasks.ingest.store import check_import_name
 
-    if args.format in IMPORT_FOLDERS:
-        if not Path(args.path).exists():
-            raise InputError(f"PATH {args.path}: no such file or folder; expected a {args.format} source")
-    else:
-        check_file(args.path, "PATH", f"a {args.format} file")
+    if args.format in FORMATS:  # an unknown format is argparse's to name
+        try:
+            check_source(args.path, args.format)
+        except InputError as exc:
+            raise InputError(f"PATH {exc}") from None
     check_import_name(args.name)
     check_dataset(args.dataset, "--dataset")
     _parse_mapping(args.map)

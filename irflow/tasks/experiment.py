@@ -32,6 +32,7 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from irflow.tasks.core.paths import regular_file
 from irflow.tasks.core.schema import Correction, InputError, UnknownNameError
 from irflow.tasks.evalsets.drift import DriftCheck
 from irflow.tasks.ingest import check_name
@@ -160,6 +161,8 @@ def load_experiment(path: str | Path) -> Experiment:
     import yaml
 
     path = Path(path)
+    if path.exists():  # a missing file keeps its own message
+        regular_file(path, "an experiment file (YAML)")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except OSError as err:

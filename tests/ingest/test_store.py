@@ -121,7 +121,7 @@ def _zbench_folder(tmp: Path) -> list[str]:
 
 def _qrels_folder(tmp: Path) -> list[str]:
     (tmp / "qrels.d").mkdir()
-    return [str(tmp / "qrels.d"), "--format", "trec-qrels", "--base", "keep"]
+    return [str(tmp / "qrels.d"), "--format", "trec-qrels", "--dataset", "keep"]
 
 
 def _corrupt_parquet(tmp: Path) -> list[str]:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from support.abtest import simulate_log
 
 from irflow.tasks.core.schema import InputError
+from irflow.tasks.online import abtest_log
 from irflow.tasks.online.abtest import analyse, available_metrics, choose_control
 from irflow.tasks.online.abtest_log import read_ab_log
 from irflow.tasks.online.abtest_report import write_abtest
@@ -118,3 +120,46 @@ def test_report_states_a_mismatch_first(tmp_path: Path) -> None:
     assert "*Untrustworthy: sample-ratio mismatch" in "\n".join(report)
     page = (tmp_path / "out" / "report.html").read_text()
     assert "Sample-ratio mismatch" in page and "Sequential test (mSPRT)" in page
+
+
+@pytest.mark.parametrize("suffix", ["csv", "jsonl", "parquet"])
+def test_a_log_read_in_chunks_gives_exactly_the_numbers_of_one_read(
+    tmp_path: Path, suffix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks of 97 rows (units spread over many of them) sum to the same units, metrics and sequential test,
+    number for number, as one chunk holding the whole log."""
+    log = simulate_log(4, users=300)
+    path = tmp_path / f"log.{suffix}"
+    if suffix == "jsonl":
+        log.to_json(path, orient="records", lines=True)
+    else:
+        getattr(log, f"to_{suffix}")(path, index=False)
+    whole = read_ab_log(path, chunk_rows=len(log))
+    monkeypatch.setattr(abtest_log, "_SLICE_ROWS", 50)  # the reciprocal ranks summed a few units at a time
+    chunked = read_ab_log(path, chunk_rows=97)
+    assert chunked.units().equals(whole.units()) and chunked.arms == whole.arms and chunked.days() == whole.days()
+    # the reciprocal ranks, summed as pandas sums one read of the whole log (Kahan, in the log's order): the bits
+    rr = np.where(log["clicked"] > 0, 1 / pd.to_numeric(log["position"]).fillna(1), 0.0)
+    expected = pd.DataFrame({"unit": log["user_id"], "rr": rr, "rr_sq": rr**2}).groupby("unit", sort=False).sum()
+    assert np.array_equal(chunked.units()[["rr", "rr_sq"]].to_numpy(), expected.to_numpy())
+    assert analyse(chunked) == analyse(whole)
+    metrics = list(analyse(whole)["metrics"])
+    assert sequential(chunked, "control", "treatment", metrics) == sequential(whole, "control", "treatment", metrics)
+
+
+def test_errors_in_later_chunks_name_the_files_row(tmp_path: Path) -> None:
+    log = simulate_log(2, users=60)
+    path = tmp_path / "bad.csv"
+    log.assign(clicked=log["clicked"].astype(str).where(log.index != 250, "yes")).to_csv(path, index=False)
+    with pytest.raises(InputError, match=r"bad.csv: row 251: field 'clicked' is 'yes'"):
+        read_ab_log(path, chunk_rows=100)
+    first = log["user_id"].iloc[0]
+    crossed = log.copy()
+    crossed.loc[300, ["user_id", "arm"]] = [first, "treatment" if log["arm"].iloc[0] == "control" else "control"]
+    crossed.to_csv(path, index=False)
+    with pytest.raises(InputError, match=rf"row 301: user_id '{first}' is in arm .* on an earlier row"):
+        read_ab_log(path, chunk_rows=100)
+    mixed = log.assign(day=log["day"].astype(str).where(log.index < 200, "2026-11-26"))
+    mixed.to_csv(path, index=False)
+    with pytest.raises(InputError, match=r"row 201: field 'day' holds dates here and numbers on earlier rows"):
+        read_ab_log(path, chunk_rows=100)

@@ -8,44 +8,21 @@ for the service, keeps ``depth`` hits per query.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import struct
-import subprocess
 import sys
 import zlib
 from pathlib import Path
 
 import pytest
+from support.limited import GIB, in_child, peak_bytes
 from support.toy import tiny_dataset
 
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.retrieve import read_run, retrieve
 from irflow.tasks.systems.specs import parse_system
-
-GIB = 1 << 30
-CHILD = """
-import resource, sys
-from irflow.tasks.core.schema import IrflowError
-resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-try:
-    exec(sys.argv[1])
-except IrflowError as exc:
-    print(f"irflow: error: {exc}", file=sys.stderr)
-    sys.exit(2)
-finally:
-    # this process's own peak (VmHWM): ru_maxrss would carry the forking pytest's peak across exec
-    peak = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-    print("maxrss_kib", peak.split()[1], file=sys.stderr)
-"""
-
-
-def in_child(code: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a fresh Python limited to 2 GiB of address space; IrflowError -> exit 2."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])}
-    return subprocess.run(
-        [sys.executable, "-c", CHILD, code], capture_output=True, text=True, timeout=timeout, env=env, check=False
-    )
 
 
 def gzip_bomb(path: Path, byte: bytes, gib: int) -> Path:
@@ -73,8 +50,7 @@ def test_a_gzip_bomb_fails_fast_with_a_named_error_within_2_gib(tmp_path: Path, 
     assert f"irflow: error: {bomb}" in done.stderr
     expected = "IRFLOW_MAX_EXTRACT_RATIO" if what == "newlines" else "IRFLOW_MAX_RUN_LINE"
     assert expected in done.stderr, done.stderr[-2000:]
-    maxrss = int(done.stderr.rsplit("maxrss_kib", 1)[1].split()[0]) * 1024
-    assert maxrss < 2 * GIB
+    assert peak_bytes(done) < 2 * GIB
 
 
 def test_only_regular_files_are_read_as_runs(tmp_path: Path) -> None:
@@ -117,8 +93,6 @@ def test_lines_bytes_and_hits_per_query_are_capped_naming_file_and_line(
 
 
 def test_a_gzip_run_of_several_members_reads_whole_and_a_cut_one_fails(tmp_path: Path) -> None:
-    import gzip
-
     two = tmp_path / "two.trec.gz"
     two.write_bytes(gzip.compress(b"q1 Q0 d1 1 2 t\n") + gzip.compress(b"q1 Q0 d2 2 1 t\n"))
     loaded = read_run(two)
@@ -169,8 +143,7 @@ def test_a_service_answering_500_000_hits_keeps_depth_per_query_within_2_gib() -
     assert result["sizes"] == {"q1": 10, "q2": 10, "q3": 10}
     assert result["unknown"] == 3 * 8  # 8 of each 10 are not in the corpus: kept at their rank, counted
     assert result["top"] == ["d1", "d3", "x000000"]
-    maxrss = int(done.stderr.rsplit("maxrss_kib", 1)[1].split()[0]) * 1024
-    assert maxrss < 2 * GIB
+    assert peak_bytes(done) < 2 * GIB
 
 
 def test_a_python_retriever_returning_a_long_generator_keeps_depth(tmp_path: Path) -> None:
@@ -188,3 +161,45 @@ def test_a_python_retriever_returning_a_long_generator_keeps_depth(tmp_path: Pat
     assert result.run.groupby("query_id").size().tolist() == [5, 5, 5]
     assert result.run[result.run["query_id"] == "q1"]["doc_id"].tolist() == ["d1", "x1", "x2", "x3", "x4"]
     assert result.info["unknown_document_hits"] == 12
+
+
+def test_blank_lines_cost_nothing_whatever_their_number(tmp_path: Path) -> None:
+    """20 MB of newlines (once 3.9 GB and 100 s), the same gzipped, and a run among them: memory follows the hits."""
+    blank = tmp_path / "blank.trec"
+    blank.write_bytes(b"\n" * 20_000_000)
+    packed = tmp_path / "blank.trec.gz"
+    packed.write_bytes(gzip.compress(b"\n" * 60_000_000, 1))  # under the gzip-bomb floor: read to its end
+    among = tmp_path / "among.trec"
+    among.write_bytes(b"\n" * 20_000_000 + b"q1 Q0 d1 1 2 t\n" + b" \t\n" * 3_000_000 + b"q1 Q0 d2 2 1 t\n")
+    for path in (blank, packed):
+        done = in_child(f"from irflow.tasks.retrieve import read_run; read_run({str(path)!r})", timeout=120)
+        assert done.returncode == 2 and f"{path}: the run file holds no hits (trec)" in done.stderr, done.stderr
+        assert peak_bytes(done) < 768 << 20  # the imports (pandas, pyarrow) and a 16 MiB segment
+    code = f"from irflow.tasks.retrieve import read_run; print(read_run({str(among)!r}).run['doc_id'].tolist())"
+    done = in_child(code, timeout=120)
+    assert done.returncode == 0 and "['d1', 'd2']" in done.stdout, done.stderr
+    assert peak_bytes(done) < 768 << 20
+
+
+def test_a_run_parsed_in_segments_names_the_files_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Segments cut at lines' ends (here every ~64 bytes) give the rows of one read, and errors name the
+    file's own line (not the segment's), for a bad field, a document twice and a query with too many hits."""
+    from irflow.tasks.retrieve import runfile
+
+    lines = [f"q{i % 3} Q0 d{i} {i} {100 - i} t" if i % 4 else "" for i in range(1, 60)]
+    path = tmp_path / "run.trec"
+    path.write_text("\n".join(lines) + "\n")
+    whole = read_run(path).run
+    monkeypatch.setattr(runfile, "_SEGMENT", 64)
+    assert read_run(path).run.equals(whole)
+    path.write_text("\n".join([*lines[:40], "q1 Q0 dx 1 high t", *lines[40:]]) + "\n")
+    with pytest.raises(InputError, match=r"run.trec:41: score must be a finite number, got 'high'"):
+        read_run(path)
+    path.write_text("\n".join([*lines[:40], lines[1], *lines[40:]]) + "\n")  # lines[1]: q2 d2, again on line 41
+    with pytest.raises(InputError, match=r"run.trec:41: document appears twice for its query, got 'd2'"):
+        read_run(path)
+    path.write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv("IRFLOW_MAX_RUN_HITS", "10")
+    hits = [n for n, line in enumerate(lines, 1) if line.startswith("q1 ")]
+    with pytest.raises(InputError, match=rf"run.trec:{hits[10]}: query 'q1' has more than 10 hits"):
+        read_run(path)

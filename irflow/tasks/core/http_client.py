@@ -9,6 +9,12 @@ be refused too. Requests- and tokens-per-minute budgets are token buckets shared
 in every message this module writes (:mod:`irflow.tasks.core.redact`), since error bodies may echo
 request headers.
 
+Every answer is read as a stream, a piece at a time, within two limits (:mod:`irflow.tasks.core.limits`):
+its body's bytes (``IRFLOW_MAX_RESPONSE_BYTES``) and the time from the request to the body's last byte
+(``IRFLOW_RESPONSE_SECONDS``; the client's timeout bounds each wait, not a body that keeps trickling in). A
+body past either fails at once with :class:`HttpLimitError`, not retried; a stop (SIGTERM) is seen
+between pieces, in every thread.
+
 httpx is imported by the callers that build clients; this module only drives them, and adds
 :class:`KeepAliveClient`, a plain ``http.client`` connection per thread for callers whose own time
 matters (a search service's latency): it costs a fraction of an httpx request per call.
@@ -27,10 +33,13 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from functools import partial
 from typing import Any, NamedTuple
 
+from irflow.tasks.core.limits import MAX_RESPONSE_BYTES, RESPONSE_SECONDS
 from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import IrflowError
+from irflow.tasks.core.stop import check_stop
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +55,77 @@ class HttpCallError(IrflowError):
 
 class HttpAuthError(HttpCallError):
     """The server refused the credentials (401/403): the run stops instead of repeating the refusal."""
+
+
+class HttpLimitError(HttpCallError):
+    """An answer's body passed ``IRFLOW_MAX_RESPONSE_BYTES`` or took longer than ``IRFLOW_RESPONSE_SECONDS``
+    (a body that never ends): not retried, the server would do it again."""
+
+
+_PIECE = 1 << 16
+
+
+class BodyReader:
+    """Reads one answer's body within the limits: ``who`` and ``url`` name it in the error; the clock started
+    when the request was sent."""
+
+    def __init__(self, who: str, url: str) -> None:
+        self.who, self.url = who, url
+        self.most = MAX_RESPONSE_BYTES.bytes()
+        self.seconds = RESPONSE_SECONDS.value()
+        self.deadline = time.monotonic() + self.seconds
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def add(self, piece: bytes) -> None:
+        """Keep ``piece``; fails past the bytes or the time allowed, or once a stop was asked for."""
+        check_stop()
+        self.size += len(piece)
+        if self.size > self.most:
+            raise HttpLimitError(f"{self.who}: {self.url} " + MAX_RESPONSE_BYTES.passed("answered a body too large"))
+        if time.monotonic() > self.deadline:
+            sending = f"was still sending its answer ({self.size:,} bytes)"
+            raise HttpLimitError(f"{self.who}: {self.url} " + RESPONSE_SECONDS.passed(sending))
+        self.parts.append(piece)
+
+    def content(self) -> bytes:
+        return b"".join(self.parts)
+
+    def read(self, chunks: Any) -> bytes:
+        """All of ``chunks`` (an iterator of bytes), within the limits."""
+        for piece in chunks:
+            self.add(piece)
+        return self.content()
+
+    async def aread(self, chunks: Any) -> bytes:
+        """All of ``chunks`` (an async iterator of bytes), within the limits."""
+        async for piece in chunks:
+            self.add(piece)
+        return self.content()
+
+
+def bounded_hook(who: str) -> Any:
+    """An httpx ``response`` event hook for clients irflow does not drive itself (Chroma's): the body is read
+    within the same limits (the hook wraps the stream before the client reads it)."""
+    import httpx
+
+    class _Bounded(httpx.SyncByteStream):
+        def __init__(self, stream: Any, url: str) -> None:
+            self.stream, self.url = stream, url
+
+        def __iter__(self) -> Any:
+            reader = BodyReader(who, self.url)
+            for piece in self.stream:
+                reader.add(piece)
+                yield piece
+
+        def close(self) -> None:
+            self.stream.close()
+
+    def hook(response: Any) -> None:
+        response.stream = _Bounded(response.stream, str(response.request.url))
+
+    return hook
 
 
 @dataclass(frozen=True)
@@ -190,7 +270,7 @@ class Call:
                 self.limiter.wait(tokens)
             after = None
             try:
-                response = client.post(self.url, json=body, headers=headers)
+                response = self._send(client, body, headers)
             except (httpx.TransportError, OSError, http.client.HTTPException) as exc:
                 problem = self._problem(f"{type(exc).__name__}: {exc}")
             else:
@@ -204,6 +284,15 @@ class Call:
             time.sleep(delay)
         raise AssertionError("unreachable")
 
+    def _send(self, client: Any, body: Any, headers: dict[str, str] | None) -> Any:
+        """One POST, its body read within the limits (an ``httpx.Client`` streamed; a :class:`KeepAliveClient`
+        reads within them itself)."""
+        if isinstance(client, KeepAliveClient):
+            return client.post(self.url, json=body, headers=headers, who=self.who)
+        reader = BodyReader(self.who, self.url)
+        with client.stream("POST", self.url, json=body, headers=headers) as streamed:
+            return _Response(streamed.status_code, streamed.headers, reader.read(streamed.iter_bytes()))
+
     async def apost(self, client: Any, body: Any, *, tokens: int = 0, headers: dict[str, str] | None = None) -> Reply:
         """POST ``body`` as JSON with an ``httpx.AsyncClient``; retries as the policy says."""
         import httpx
@@ -213,7 +302,10 @@ class Call:
                 await self.limiter.await_turn(tokens)
             after = None
             try:
-                response = await client.post(self.url, json=body, headers=headers)
+                reader = BodyReader(self.who, self.url)
+                async with client.stream("POST", self.url, json=body, headers=headers) as streamed:
+                    content = await reader.aread(streamed.aiter_bytes())
+                    response = _Response(streamed.status_code, streamed.headers, content)
             except httpx.TransportError as exc:
                 problem = self._problem(f"{type(exc).__name__}: {exc}")
             else:
@@ -273,7 +365,7 @@ class KeepAliveClient:
                 self._all.append(conn)
         return conn
 
-    def post(self, url: str, *, json: Any, headers: dict[str, str] | None = None) -> _Response:
+    def post(self, url: str, *, json: Any, headers: dict[str, str] | None = None, who: str = "") -> _Response:
         if url != self.url:
             raise ValueError(f"this client posts to {self.url}, not {url}")
         body = _dumps(json).encode()
@@ -282,9 +374,11 @@ class KeepAliveClient:
             conn = self._connection()
             reused = conn.sock is not None
             try:
+                reader = BodyReader(who or "the service", self.url)
                 conn.request("POST", self.target, body=body, headers=sent_headers)
                 response = conn.getresponse()
-                content = response.read()
+                content = reader.read(iter(partial(response.read1, _PIECE), b""))
+                response.read()  # read1 leaves a Content-Length answer open at its end: this closes it
             except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
                 conn.close()
                 if reused and attempt == 1:
@@ -324,9 +418,12 @@ def keep_alive_usable(url: str) -> bool:
 __all__ = [
     "KeepAliveClient",
     "keep_alive_usable",
+    "BodyReader",
     "Call",
     "HttpAuthError",
     "HttpCallError",
+    "HttpLimitError",
+    "bounded_hook",
     "RateLimiter",
     "Reply",
     "RetryPolicy",

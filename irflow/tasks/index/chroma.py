@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from irflow.tasks.core.http_client import bounded_hook
 from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import InputError, IrflowError
 from irflow.tasks.index.recall import measure_recall
@@ -119,6 +120,7 @@ def connect(url: str | None = None) -> Any:
     session = getattr(getattr(client, "_server", None), "_session", None)
     if session is not None:  # the client waits forever by default
         session.timeout = httpx.Timeout(REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+        session.event_hooks["response"].append(bounded_hook(f"Chroma at {shown}"))  # every body within limits
     return client
 
 

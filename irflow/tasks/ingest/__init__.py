@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from irflow.tasks.core.config import package_data
+from irflow.tasks.core.paths import regular_file
 from irflow.tasks.core.schema import Dataset, InputError, Manifest, UnknownNameError
 from irflow.tasks.ingest import beir, canonical, clicks, custom, msmarco, querylog, sheet, store
 
@@ -32,7 +33,16 @@ _FILE_FORMATS = {"zbench", "trec-qrels", "clicks", "sheet", "querylog"}
 _OVER_BASE = {"trec-qrels", "clicks", "sheet", "querylog"}  # formats over the corpus (and queries) of another dataset
 _FOLDER_FORMATS = {"msmarco", "jsonl", "csv", "parquet"}
 
-__all__ = ["FORMATS", "check_name", "dataset_info", "default_split", "import_dataset", "list_datasets", "load_dataset"]
+__all__ = [
+    "FORMATS",
+    "check_name",
+    "check_source",
+    "dataset_info",
+    "default_split",
+    "import_dataset",
+    "list_datasets",
+    "load_dataset",
+]
 
 
 def _check_known_shape(name: str) -> None:
@@ -206,15 +216,7 @@ def import_dataset(
         raise UnknownNameError(f"unknown import format {fmt!r}; valid formats: {', '.join(FORMATS)}")
     if split is not None:
         store.check_split(split)
-    path = Path(path)
-    if not path.exists():
-        raise InputError("no such file or folder", path=str(path))
-    if fmt in _FILE_FORMATS and path.is_dir():
-        raise InputError(f"is a folder; --format {fmt} reads one file", path=str(path))
-    if fmt in _FOLDER_FORMATS and not path.is_dir():
-        raise InputError(
-            f"is a file; --format {fmt} reads a folder (see irflow datasets import --help)", path=str(path)
-        )
+    path = check_source(path, fmt)
     base_dataset = None
     if fmt in _OVER_BASE:
         if not base:
@@ -239,6 +241,23 @@ def import_dataset(
         manifests = store.publish(name, build)
     wanted = split or (msmarco.DEFAULT_SPLIT if fmt == "msmarco" else "test")
     return manifests[wanted] if wanted in manifests else next(iter(manifests.values()))
+
+
+def check_source(path: str | Path, fmt: str) -> Path:
+    """``path`` when it can be a source of ``fmt`` (a file, or a folder for the formats that read one); else
+    InputError naming it and what it is. Reads nothing."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("no such file or folder", path=str(path))
+    if fmt in _FILE_FORMATS and path.is_dir():
+        raise InputError(f"is a folder; --format {fmt} reads one file", path=str(path))
+    if fmt in _FILE_FORMATS:
+        regular_file(path, f"a file (--format {fmt})")
+    if fmt in _FOLDER_FORMATS and not path.is_dir():
+        raise InputError(
+            f"is a file; --format {fmt} reads a folder (see irflow datasets import --help)", path=str(path)
+        )
+    return path
 
 
 def _import_builder(

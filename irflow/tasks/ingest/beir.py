@@ -41,6 +41,7 @@ from typing import Any
 
 from irflow.tasks.core.atomic import clean_stale, file_lock, temp_name, write_json
 from irflow.tasks.core.config import beir_base_url, cache_dir, package_data
+from irflow.tasks.core.limits import MAX_EXTRACT_BYTES, MAX_EXTRACT_RATIO, RATIO_FLOOR_BYTES
 from irflow.tasks.core.progress import Progress
 from irflow.tasks.core.schema import DownloadError, InputError, UnknownNameError
 from irflow.tasks.ingest.canonical import CorpusSource, SplitSource
@@ -54,11 +55,6 @@ CHUNK = 1 << 20
 
 class _Incomplete(DownloadError):
     """A transfer that ended early: worth another attempt."""
-
-
-DEFAULT_MAX_EXTRACT_BYTES = 32 << 30
-DEFAULT_MAX_EXTRACT_RATIO = 100.0
-RATIO_FLOOR_BYTES = 64 << 20
 
 
 # ----------------------------------------------------------------------------- catalog
@@ -117,7 +113,7 @@ def published_sha256(base: str, filename: str) -> str | None:
     """The sha256 the server lists for ``filename`` in ``<base>/SHA256SUMS``, if it publishes one."""
     try:
         with _open(f"{base}/SHA256SUMS", timeout=30) as resp:
-            text = resp.read().decode("utf-8", "replace")
+            text = resp.read(1 << 20).decode("utf-8", "replace")  # a listing of checksums: a few KB
     except (urllib.error.URLError, OSError):
         return None
     for line in text.splitlines():
@@ -205,22 +201,9 @@ def download(
 # ----------------------------------------------------------------------------- extraction
 
 
-def env_number(name: str, default: float) -> float:
-    """A positive number from the environment; K, M, G, T suffixes are binary units (``20G``)."""
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGTkmgt]?)(?:i?[Bb])?", value)
-    if not match or float(match[1]) <= 0:
-        raise InputError(f"{name}={value!r}: expected a positive number, optionally with K, M, G or T (binary units)")
-    return float(match[1]) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[match[2].upper()]
-
-
 def extract_limits() -> tuple[int, float]:
     """``(max bytes, max ratio)`` for extraction, from ``IRFLOW_MAX_EXTRACT_BYTES`` / ``IRFLOW_MAX_EXTRACT_RATIO``."""
-    return int(env_number("IRFLOW_MAX_EXTRACT_BYTES", DEFAULT_MAX_EXTRACT_BYTES)), env_number(
-        "IRFLOW_MAX_EXTRACT_RATIO", DEFAULT_MAX_EXTRACT_RATIO
-    )
+    return MAX_EXTRACT_BYTES.bytes(), MAX_EXTRACT_RATIO.value()
 
 
 def _check_members(zip_path: Path, members: list[zipfile.ZipInfo]) -> None:

@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from itertools import chain
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
+from irflow.tasks.core.limits import open_regular
+from irflow.tasks.core.paths import regular_file
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.ingest.records import MAX_GRADE, MIN_GRADE, unicode_error
 
@@ -39,13 +42,9 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
 
 
 def open_source(path: str | Path) -> BinaryIO:
-    """Open a source file for reading; a folder or an unreadable path is an :class:`InputError`."""
-    if Path(path).is_dir():
-        raise InputError("is a folder; expected a file", path=str(path))
-    try:
-        return open(path, "rb")
-    except OSError as err:
-        raise InputError(f"cannot read the file ({err.strerror}); expected a readable file", path=str(path)) from None
+    """Open a source file for reading; anything but a regular file (a folder, a device, a FIFO) or an unreadable
+    path is an :class:`InputError` saying what the path is."""
+    return open_regular(path, "a readable file")
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -162,15 +161,82 @@ def _is_header(query_id: str, grade: str) -> bool:
         return query_id.lower().replace("_", "-") in {"query-id", "qid", "query", "queryid"}
 
 
+LOG_CHUNK_ROWS = 200_000
+"""Rows of a log read at a time by :func:`iter_log_table`."""
+
+
+def iter_log_table(
+    path: str | Path, what: str, wanted: Any, chunk_rows: int = LOG_CHUNK_ROWS
+) -> tuple[list[str], Iterator[Any]]:
+    """A log's column names and its rows as DataFrames of at most ``chunk_rows`` rows, holding only the columns
+    ``wanted`` (a predicate on a name), numbered on from the previous chunk (the index is the 0-based row of
+    the file); CSV, TSV, JSONL or Parquet as :func:`read_log_table` reads them, so memory follows the chunk."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    suffix = _log_suffix(path, what)
+    try:
+        if suffix == ".parquet":
+            parquet = pq.ParquetFile(path)
+            names = list(parquet.schema_arrow.names)
+            chosen = [n for n in names if wanted(n)]
+            chunks: Iterator[Any] = (b.to_pandas() for b in parquet.iter_batches(chunk_rows, columns=chosen))
+        elif suffix in (".jsonl", ".json"):
+            _check_json_surrogates(path)
+            reader = pd.read_json(path, lines=True, dtype=False, chunksize=chunk_rows)
+            first = next(iter(reader), None)
+            names = [] if first is None else list(map(str, first.columns))
+            chunks = (c[[n for n in c.columns if wanted(str(n))]] for c in ([first] if first is not None else []))
+            chunks = chain(chunks, (c[[n for n in c.columns if wanted(str(n))]] for c in reader))
+        else:
+            sep = "," if suffix == ".csv" else "\t"
+            try:
+                names = list(pd.read_csv(path, sep=sep, dtype=str, nrows=0).columns)
+            except pd.errors.EmptyDataError:  # not even a header: an empty table, which the caller reports
+                return [], iter(())
+            chunks = iter(
+                pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, usecols=wanted, chunksize=chunk_rows)
+            )
+    except InputError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read the {what}: {exc}", path=str(path)) from None
+    return names, _numbered(chunks, path, what)
+
+
+def _numbered(chunks: Iterator[Any], path: Path, what: str) -> Iterator[Any]:
+    """Each chunk with the file's 0-based row numbers as its index; a read error names the file."""
+    import pandas as pd
+
+    start = 0
+    while True:
+        try:
+            chunk = next(chunks, None)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read the {what}: {exc}", path=str(path)) from None
+        if chunk is None:
+            return
+        chunk.index = pd.RangeIndex(start, start + len(chunk))
+        start += len(chunk)
+        yield chunk
+
+
+def _log_suffix(path: Path, what: str) -> str:
+    regular_file(path, f"a {what} (CSV, TSV, JSONL or Parquet)")
+    suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".jsonl", ".json", ".csv", ".tsv", ".txt"):
+        raise InputError(f"unknown {what} format {suffix!r}; expected .csv, .tsv, .jsonl or .parquet", path=str(path))
+    return suffix
+
+
 def read_log_table(path: str | Path, what: str) -> Any:
     """A log file as a DataFrame (CSV, TSV, JSONL or Parquet, by its suffix; text columns as strings);
     an unknown suffix or an unreadable file is an InputError naming the file and ``what`` it is."""
     import pandas as pd
 
     path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in (".parquet", ".jsonl", ".json", ".csv", ".tsv", ".txt"):
-        raise InputError(f"unknown {what} format {suffix!r}; expected .csv, .tsv, .jsonl or .parquet", path=str(path))
+    suffix = _log_suffix(path, what)
     try:
         if suffix == ".parquet":
             return pd.read_parquet(path)
@@ -192,30 +258,41 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 def _check_json_surrogates(path: Path) -> None:
     """pandas' JSON reader silently drops a lone surrogate (``"\\ud800"``); the dataset import refuses it,
     and so does a log: the first one fails naming the file, the line and the field. Lines are parsed one
-    by one only when the file holds a surrogate escape at all (a valid pair holds two)."""
-    data = path.read_bytes()
-    if not _SURROGATE_ESCAPE.search(data):
-        return
-    for number, line in enumerate(data.splitlines(), start=1):
-        if not _SURROGATE_ESCAPE.search(line):
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # pandas names the malformed line
-        fields = record if isinstance(record, dict) else {"value": record}
-        try:
-            json.dumps(fields, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError:
-            raise unicode_error(fields, str(path), number) from None
+    by one only when the file holds a surrogate escape at all (a valid pair holds two); the file is searched
+    16 MiB at a time."""
+    with path.open("rb") as fh:
+        tail = b""
+        while block := fh.read(16 << 20):
+            if _SURROGATE_ESCAPE.search(tail + block):
+                break
+            tail = block[-5:]  # an escape cut by the block's end
+        else:
+            return
+        fh.seek(0)
+        for number, line in enumerate(fh, start=1):
+            if not _SURROGATE_ESCAPE.search(line):
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # pandas names the malformed line
+            fields = record if isinstance(record, dict) else {"value": record}
+            try:
+                json.dumps(fields, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                raise unicode_error(fields, str(path), number) from None
 
 
 def fail_at_row(bad: Any, name: str, expected: str, table: Any, path: str | Path) -> NoReturn:
     """Raise the InputError for the first row where ``bad`` (a boolean Series) is true: file, row, field, value."""
     import numpy as np
 
-    row = int(np.flatnonzero(bad.to_numpy())[0])
-    raise InputError(f"row {row + 1}: field {name!r} is {table[name].iloc[row]!r}; expected {expected}", path=str(path))
+    first = int(np.flatnonzero(bad.to_numpy())[0])
+    label = bad.index[first]  # the file's 0-based row when the table is a chunk of it (iter_log_table)
+    row = int(label) if isinstance(label, (int, np.integer)) else first
+    raise InputError(
+        f"row {row + 1}: field {name!r} is {table[name].iloc[first]!r}; expected {expected}", path=str(path)
+    )
 
 
 def utc_time_column(table: Any, name: str, path: str | Path, expected: str) -> Any:

@@ -20,11 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.online.abtest import METRICS, difference_test, ratio_delta
-from irflow.tasks.online.abtest_log import AbLog
+from irflow.tasks.online.abtest_log import FLOATS, AbLog
 
 DEFAULT_TAU = 0.01
 
@@ -46,25 +45,27 @@ def sequential(
 ) -> dict[str, Any]:
     """Per day (cumulative): each metric's difference, its fixed-horizon p-value and the always-valid p-value.
 
-    Each unit's sums are carried from day to day (one pass over the rows, then per day one pass over the
-    units seen so far); a day before both arms have two units gives no look.
+    Each unit's sums are carried from day to day (one pass over the log's sums per unit and day, then per day
+    one pass over the units seen so far); a day before both arms have two units gives no look.
     """
     from irflow.tasks.core.progress import Progress
 
     days = log.days()
-    rows = log.values()
-    codes, units = pd.factorize(rows["unit"])
-    arm_of = rows.groupby(codes)["arm"].first().to_numpy()
+    daily = log.daily()
+    arm_of = log.sums["arm"].to_numpy()
     columns = ["queries", *dict.fromkeys(METRICS[m].numerator for m in metrics)]
-    totals = {c: np.zeros(len(units)) for c in columns}
+    totals = {c: np.zeros(len(arm_of)) for c in columns}
     looks: dict[str, dict[str, list[float]]] = {m: {"difference": [], "variance": [], "p_value": []} for m in metrics}
     used_days = []
-    by_day = rows.groupby("day", sort=True).indices
+    tables = {c: daily.floats if c in FLOATS else daily.counts for c in columns}
+    by_day = {id(t): t.groupby("day", sort=True).indices for t in (daily.counts, daily.floats)}
     with Progress("sequential test", len(days), unit="days") as progress:
         for day in days:
-            picked = by_day[day]
             for column in columns:
-                np.add.at(totals[column], codes[picked], rows[column].to_numpy(np.float64)[picked])
+                table = tables[column]
+                picked = by_day[id(table)].get(day, np.empty(0, np.int64))  # in the log's order
+                codes = table["unit"].to_numpy()[picked]
+                np.add.at(totals[column], codes, table[column].to_numpy(np.float64)[picked])
             progress.advance(1)
             seen = totals["queries"] > 0
             masks = [seen & (arm_of == arm) for arm in (control, treatment)]

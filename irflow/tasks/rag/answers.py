@@ -16,11 +16,11 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from irflow.tasks.core.limits import bounded_lines
 from irflow.tasks.core.paths import describe_path
 from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.ingest import EMBEDDED
@@ -80,20 +80,20 @@ def check_answers_path(path: str | os.PathLike[str]) -> str:
 
 def read_answers(path: str | os.PathLike[str], dataset: Dataset, references: Mapping[str, str] = {}) -> AnswerFile:
     """The answers of ``path`` for ``dataset`` (``references`` fill in a missing ``reference``)."""
-    where = check_answers_path(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"--answers: cannot read {where}: {err}") from None
+    where = str(path)
     asked, docs = questions(dataset), document_texts(dataset)
     answers: list[Answer] = []
     seen: dict[str, int] = {}
     unknown_q: list[str] = []
     unknown_d: list[str] = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
+    for lineno, raw in bounded_lines(path, "an answers file (JSON Lines, --answers)"):
+        if not raw.strip():
             continue
         at = f"{where}:{lineno}"
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(f"{at}: not UTF-8 text at byte {err.start} of the line") from None
         row = _object(line, at)
         qid = _string(row, "query_id", at)
         if qid in seen:

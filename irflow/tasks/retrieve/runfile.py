@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import time
 import zlib
 from collections.abc import Iterator
@@ -28,18 +29,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.core.paths import describe_mode
-from irflow.tasks.core.runs import TREC_FIELDS, has_duplicates, order_run, parse_trec
+from irflow.tasks.core.limits import (
+    MAX_EXTRACT_RATIO,
+    MAX_RUN_BYTES,
+    MAX_RUN_HITS,
+    MAX_RUN_LINE,
+    RATIO_FLOOR_BYTES,
+    open_regular,
+)
+from irflow.tasks.core.runs import CONTENT_LINE, TREC_FIELDS, has_duplicates, order_run, parse_trec
 from irflow.tasks.core.schema import Dataset, InputError
-from irflow.tasks.ingest.beir import DEFAULT_MAX_EXTRACT_RATIO, RATIO_FLOOR_BYTES, env_number
 from irflow.tasks.retrieve.base import Searcher
 from irflow.tasks.retrieve.ranking import against_dataset
 from irflow.tasks.systems.external import RunSpec
 
-DEFAULT_MAX_RUN_BYTES = 4 << 30  # content of one run file, after gzip
-DEFAULT_MAX_RUN_LINE = 1 << 20  # bytes of one line of a TREC run
-DEFAULT_MAX_RUN_HITS = 100_000  # hits of one query
 _CHUNK = 1 << 20
+_SEGMENT = 16 << 20  # a TREC run is parsed this many bytes of whole lines at a time
 _GZIP = 16 + zlib.MAX_WBITS  # zlib reads the gzip header and trailer
 
 
@@ -65,78 +70,144 @@ class RunFile:
 
 def run_limits() -> RunLimits:
     """The reading limits, from ``IRFLOW_MAX_RUN_BYTES``, ``IRFLOW_MAX_RUN_LINE``, ``IRFLOW_MAX_RUN_HITS``
-    and (for a gzip file) the archives' ``IRFLOW_MAX_EXTRACT_RATIO``."""
-    return RunLimits(
-        int(env_number("IRFLOW_MAX_RUN_BYTES", DEFAULT_MAX_RUN_BYTES)),
-        int(env_number("IRFLOW_MAX_RUN_LINE", DEFAULT_MAX_RUN_LINE)),
-        int(env_number("IRFLOW_MAX_RUN_HITS", DEFAULT_MAX_RUN_HITS)),
-        env_number("IRFLOW_MAX_EXTRACT_RATIO", DEFAULT_MAX_EXTRACT_RATIO),
-    )
+    and (for a gzip file) the archives' ``IRFLOW_MAX_EXTRACT_RATIO`` (:mod:`irflow.tasks.core.limits`)."""
+    return RunLimits(MAX_RUN_BYTES.bytes(), MAX_RUN_LINE.bytes(), MAX_RUN_HITS.bytes(), MAX_EXTRACT_RATIO.value())
 
 
 def read_run(path: str | os.PathLike[str], limits: RunLimits | None = None) -> RunFile:
     """Read a run file in any supported format; bad content raises InputError naming file, line or field.
 
     Only a regular file is read, in bounded steps: no more than ``limits`` allow is decompressed or
-    kept, so a gzip bomb, ``/dev/zero`` or a FIFO fails at once with the limit named.
+    kept, so a gzip bomb, ``/dev/zero`` or a FIFO fails at once with the limit named. A TREC run is parsed
+    as it is read, 16 MiB of whole lines at a time, so its memory follows its hits, not its lines.
     """
     where = os.fspath(path)
     limits = limits or run_limits()
-    data, digest, compressed = _read_bounded(where, limits)
-    if data[:4] == b"PAR1":
-        fmt, run = "parquet", _parquet(data, where)
-    elif data.lstrip()[:1] == b"{":
-        fmt, run = "json", _json(data, where)
-    else:
-        fmt, run = "trec", parse_trec(data, where).drop(columns="rank")
+    with _Content(where, limits) as content:
+        fmt, pieces = content.format()
+        if fmt == "trec":
+            run = _trec(pieces, where, content.skipped_lines + 1)
+        else:
+            data = b"".join(pieces)
+            run = _parquet(data, where) if fmt == "parquet" else _json(data, where)
+            del data
+        digest, compressed = content.digest.hexdigest(), content.compressed
     if run.empty:
         raise InputError(f"the run file holds no hits ({fmt})", path=where)
-    _check_hits(run, data, fmt, where, limits.hits)
+    if fmt == "trec" and has_duplicates(run):
+        row = int(run.duplicated(["query_id", "doc_id"]).to_numpy().argmax())
+        raise InputError(
+            f"document appears twice for its query, got {run['doc_id'].iloc[row]!r}",
+            path=where,
+            line=_line_of_row(where, limits, row),
+        )
+    _check_hits(run, fmt, where, limits)
     return RunFile(run, fmt, digest, compressed)
 
 
-def _read_bounded(where: str, limits: RunLimits) -> tuple[bytes, str, bool]:
-    """The file's content (gzip decompressed), its sha256 and whether it was compressed, read a MiB at a time.
+class _Content:
+    """A run file's content (gzip decompressed) in pieces of at most a MiB, checked against the limits as it
+    is read: past ``limits.bytes`` of content, past ``limits.ratio`` times the compressed bytes read so far
+    once past 64 MiB (a gzip bomb), a line longer than ``limits.line`` in a TREC run (JSON may be one line).
+    Hashes the stored bytes (``digest``)."""
 
-    Fails past ``limits.bytes`` of content, past ``limits.ratio`` times the compressed bytes read so far
-    once past 64 MiB (a gzip bomb), and on a line longer than ``limits.line`` in a TREC run (JSON may be one line).
-    """
-    try:
-        fd = os.open(where, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open
-    except OSError as exc:
-        raise InputError(f"cannot read run file: {exc.strerror}", path=where) from None
-    info = os.fstat(fd)
-    if (what := describe_mode(info.st_mode)) is not None:
-        os.close(fd)
-        raise InputError(f"{what}: expected a run file", path=where)
-    with os.fdopen(fd, "rb") as fh:
-        head = fh.read(_CHUNK)
-        compressed = head[:2] == b"\x1f\x8b"
-        if info.st_size > limits.bytes and not compressed:
+    def __init__(self, where: str, limits: RunLimits) -> None:
+        self.where, self.limits = where, limits
+        self.fh = open_regular(where, "a run file")
+        self.digest = hashlib.sha256()
+        self.skipped_lines = 0  # blank lines before the content
+        self.compressed = False
+        self.fmt: str | None = None  # trec | json | parquet, once a byte past whitespace was read
+
+    def __enter__(self) -> _Content:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.fh.close()
+
+    def format(self) -> tuple[str, Iterator[bytes]]:
+        """The run's format (by its first bytes past whitespace) and its content from there on."""
+        where, limits = self.where, self.limits
+        size = os.fstat(self.fh.fileno()).st_size
+        head = self.fh.read(_CHUNK)
+        self.compressed = head[:2] == b"\x1f\x8b"
+        if size > limits.bytes and not self.compressed:
             raise InputError(
-                f"the run file has {info.st_size:,} bytes, more than {limits.bytes:,} (IRFLOW_MAX_RUN_BYTES)",
-                path=where,
+                f"the run file has {size:,} bytes, more than {limits.bytes:,} (IRFLOW_MAX_RUN_BYTES)", path=where
             )
-        digest = hashlib.sha256()
-        parts: list[bytes] = []
-        total, lines, line, fmt = 0, 1, 0, ""
-        for piece, read in _pieces(fh, head, digest, where, compressed):
-            if not fmt and piece.lstrip():  # what comes before is whitespace
-                start = piece.lstrip()
-                fmt = "parquet" if start[:4] == b"PAR1" and not total else "json" if start[:1] == b"{" else "trec"
+        pieces = self._checked(head)
+        for piece in pieces:
+            if self.fmt is None:  # whitespace only: counted, not kept
+                self.skipped_lines += piece.count(b"\n")
+                continue
+            return self.fmt, chain([piece], pieces)
+        return "trec", iter(())
+
+    def _checked(self, head: bytes) -> Iterator[bytes]:
+        where, limits = self.where, self.limits
+        total, lines, line = 0, 1, 0
+        for piece, read in _pieces(self.fh, head, self.digest, where, self.compressed):
+            if self.fmt is None and (start := re.search(rb"\S", piece)) is not None:
+                text = piece[start.start() :]
+                self.fmt = "parquet" if text[:4] == b"PAR1" and not total else "json" if text[:1] == b"{" else "trec"
             total += len(piece)
             if total > limits.bytes:
                 raise InputError(f"the run's content passes {limits.bytes:,} bytes (IRFLOW_MAX_RUN_BYTES)", path=where)
-            if compressed and total > RATIO_FLOOR_BYTES and total > limits.ratio * read:
+            if self.compressed and total > RATIO_FLOOR_BYTES and total > limits.ratio * read:
                 raise InputError(
                     f"the gzip run expands {total / read:,.0f} times, more than {limits.ratio:g} (a gzip bomb? "
                     f"IRFLOW_MAX_EXTRACT_RATIO; {total:,} bytes from {read:,})",
                     path=where,
                 )
-            if fmt in ("", "trec"):
+            if self.fmt in (None, "trec"):
                 lines, line = _line_lengths(piece, lines, line, limits.line, where)
-            parts.append(piece)
-    return b"".join(parts), digest.hexdigest(), compressed
+            yield piece
+
+
+def _segments(pieces: Iterator[bytes], first_line: int) -> Iterator[tuple[int, int, bytes]]:
+    """``(first line, first byte, text)``: the content in runs of whole lines of about 16 MiB (the last may
+    lack its newline)."""
+    buffer = bytearray()
+    line, byte = first_line, 0
+    for piece in pieces:
+        buffer += piece
+        if len(buffer) < _SEGMENT:
+            continue
+        cut = buffer.rfind(b"\n") + 1
+        if cut:
+            segment = bytes(buffer[:cut])
+            del buffer[:cut]
+            yield line, byte, segment
+            line, byte = line + segment.count(b"\n"), byte + cut
+    if buffer:
+        yield line, byte, bytes(buffer)
+
+
+def _trec(pieces: Iterator[bytes], where: str, first_line: int) -> pd.DataFrame:
+    """A TREC run parsed segment by segment (a segment of blank lines costs its bytes and nothing else)."""
+    parts = [
+        parse_trec(segment, where, line, byte).drop(columns="rank")
+        for line, byte, segment in _segments(pieces, first_line)
+    ]
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame({"query_id": [], "doc_id": [], "score": []})
+    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+
+
+def _line_of_row(where: str, limits: RunLimits, row: int) -> int:
+    """The 1-based line of hit ``row`` (0-based) of a TREC run, whose blank lines hold no hit: the file is
+    read again (only an error needs it), a segment at a time."""
+    seen = -1
+    with _Content(where, limits) as content:
+        _, pieces = content.format()
+        for line, _, segment in _segments(pieces, content.skipped_lines + 1):
+            text = segment.decode("utf-8", errors="replace")
+            for match in CONTENT_LINE.finditer(text):
+                seen += 1
+                if seen == row:
+                    return line + text.count("\n", 0, match.start())
+    raise AssertionError(f"{where}: hit {row} not found again")
 
 
 def _pieces(fh: Any, raw: bytes, digest: Any, where: str, compressed: bool) -> Iterator[tuple[bytes, int]]:
@@ -190,8 +261,9 @@ def _short(length: int, lineno: int, limit: int, where: str) -> int:
     return length
 
 
-def _check_hits(run: pd.DataFrame, data: bytes, fmt: str, where: str, limit: int) -> None:
-    """A query with more than ``limit`` hits fails, naming it and where its hit ``limit + 1`` is."""
+def _check_hits(run: pd.DataFrame, fmt: str, where: str, limits: RunLimits) -> None:
+    """A query with more than ``limits.hits`` hits fails, naming it and where its hit ``limit + 1`` is."""
+    limit = limits.hits
     counts = run["query_id"].value_counts(sort=False)
     if counts.empty or int(counts.max()) <= limit:
         return
@@ -199,25 +271,10 @@ def _check_hits(run: pd.DataFrame, data: bytes, fmt: str, where: str, limit: int
     row = int(np.flatnonzero(run["query_id"].to_numpy() == qid)[limit])
     problem = f"query {qid!r} has more than {limit:,} hits (IRFLOW_MAX_RUN_HITS)"
     if fmt == "trec":
-        raise InputError(problem, path=where, line=_line_of_row(data, row))
+        raise InputError(problem, path=where, line=_line_of_row(where, limits, row))
     if fmt == "json":
         raise InputError(f'field ["{qid}"]: {problem}', path=where)
     raise InputError(f"row {row + 1}: {problem}", path=where)
-
-
-def _line_of_row(data: bytes, row: int) -> int:
-    """The 1-based line of hit ``row`` (0-based) of a TREC run, whose blank lines hold no hit."""
-    seen, start, lineno = -1, 0, 0
-    while start <= len(data):
-        end = data.find(b"\n", start)
-        end = len(data) if end < 0 else end
-        lineno += 1
-        if data[start:end].strip():
-            seen += 1
-            if seen == row:
-                return lineno
-        start = end + 1
-    return lineno
 
 
 def _json(data: bytes, where: str) -> pd.DataFrame:
