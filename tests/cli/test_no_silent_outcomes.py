@@ -61,7 +61,7 @@ def refusing() -> Iterator[str]:
 def test_rag_whose_every_generation_fails_exits_non_zero_and_says_so(refusing: str, tmp_path: Path) -> None:
     out = tmp_path / "rag"
     generator = f"openai(max_retries=0):nope@{refusing}"
-    args = ["rag", "--system", "bm25", "--generator", generator, "--k", "2", "--output", str(out), "--no-track"]
+    args = ["rag", "--system", "bm25", "--generator", generator, "--depth", "2", "--output", str(out), "--no-track"]
     done = irflow(*args, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode != 0, done.stdout[-2000:]
     assert "every generation failed (80 of 80 questions of bm25)" in done.stderr, done.stderr[-3000:]
@@ -73,7 +73,7 @@ def test_rag_whose_every_generation_fails_exits_non_zero_and_says_so(refusing: s
 def test_annotate_whose_every_judge_call_fails_exits_non_zero_and_says_so(refusing: str, tmp_path: Path) -> None:
     out = tmp_path / "annotation"
     judge = f"openai(max_retries=0,name=nope):nope@{refusing}"
-    args = ["annotate", "--dataset", "techdocs", "--system", "bm25", "--judge", judge, "--queries", "2", "--k", "3"]
+    args = ["annotate", "--dataset", "techdocs", "--system", "bm25", "--judge", judge, "--queries", "2", "--depth", "3"]
     done = irflow(*args, "--output", str(out), "--no-track", env=dict(os.environ))
     assert done.returncode != 0, done.stdout[-2000:]
     assert "judge nope has no valid vote on any of" in done.stderr, done.stderr[-3000:]
@@ -82,7 +82,7 @@ def test_annotate_whose_every_judge_call_fails_exits_non_zero_and_says_so(refusi
 
 def test_synthesize_whose_every_call_fails_exits_non_zero_and_says_so(refusing: str, tmp_path: Path) -> None:
     llm = f"openai(max_retries=0):nope@{refusing}"
-    args = ["datasets", "synthesize", "--base", "techdocs", "--name", "synth", "--llm", llm, "--queries", "3"]
+    args = ["datasets", "synthesize", "--dataset", "techdocs", "--name", "synth", "--llm", llm, "--queries", "3"]
     done = irflow(*args, env=dict(os.environ))
     assert done.returncode == 2, done.stdout[-2000:]
     assert "no call got an answer" in done.stderr and "HTTP 400" in done.stderr, done.stderr[-3000:]

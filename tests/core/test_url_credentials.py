@@ -143,7 +143,7 @@ def test_rag_annotate_and_synthesize_refuse_an_llm_url_with_credentials(chat: Fa
     _refused(done, "--judge", tmp_path)
     done = irflow("annotate", "--dataset", "techdocs", "--judge", llm, "--output", str(out), env=env)
     _refused(done, "--judge", tmp_path)
-    done = irflow("datasets", "synthesize", "--base", "techdocs", "--name", "synth", "--llm", llm, env=env)
+    done = irflow("datasets", "synthesize", "--dataset", "techdocs", "--name", "synth", "--llm", llm, env=env)
     _refused(done, "--llm", tmp_path)
     assert not out.exists() and chat.requests == 0
 

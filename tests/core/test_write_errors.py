@@ -140,7 +140,7 @@ def test_check_output_refuses_a_read_only_folder_whose_parent_is_writable(marker
     "args",
     [
         ["pool", "--dataset", "techdocs", "--system", "bm25", "--output", "{file}"],
-        ["drift", "--reference", "techdocs", "--current", "{file}", "--output", "{file}"],
+        ["drift", "--dataset", "techdocs", "--current", "{file}", "--output", "{file}"],
         ["annotate", "--dataset", "techdocs", "--no-track", "--output", "{file}"],
     ],
     ids=["pool", "drift", "annotate"],

@@ -85,7 +85,7 @@ def test_drift_command_flags_a_shifted_log_with_its_exit_code(tmp_path: Path) ->
     assert len(read_queries(log)) == 40
     env = {**os.environ, "IRFLOW_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
     out = tmp_path / "drift"
-    done = irflow("drift", "--reference", "techdocs", "--current", str(log), "--permutations", "300",
+    done = irflow("drift", "--dataset", "techdocs", "--current", str(log), "--permutations", "300",
                   "--output", str(out), "--fail-on-drift", env=env)  # fmt: skip
     assert done.returncode == 3, done.stderr[-2000:]
     assert done.stdout.startswith("DRIFT: meaning MMD²")

@@ -69,7 +69,7 @@ def test_pool_fill_import_and_evaluate_like_trec_eval(tmp_path: Path) -> None:
     assert irflow("datasets", "import", str(folder), "--format", "beir", "--name", "partial", env=env).returncode == 0
     out = tmp_path / "pool"
     done = irflow("pool", "--dataset", "partial", "--system", "bm25", "--system", "bm25:k1=1.5,b=0.9",
-                  "--k", "10", "--output", f"{out}/", env=env)  # fmt: skip
+                  "--depth", "10", "--output", f"{out}/", env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"  {out / 'sheet.tsv'} (fill in the grade column)" in done.stdout.splitlines() and "//" not in done.stdout
     summary = json.loads((out / "pool.json").read_text())
@@ -83,7 +83,7 @@ def test_pool_fill_import_and_evaluate_like_trec_eval(tmp_path: Path) -> None:
 
     truth = {(q, d): int(g) for q, d, g in full.qrels.itertuples(index=False)}
     filled = fill(out / "sheet.tsv", tmp_path / "filled.tsv", truth)
-    done = irflow("datasets", "import", str(tmp_path / "filled.tsv"), "--format", "sheet", "--base", "partial",
+    done = irflow("datasets", "import", str(tmp_path / "filled.tsv"), "--format", "sheet", "--dataset", "partial",
                   "--name", "merged", env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"from the sheet:       {filled:,} judgements taken, 0 overridden" in done.stdout.splitlines()

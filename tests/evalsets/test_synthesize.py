@@ -123,7 +123,7 @@ def test_synthesize_end_to_end_filters_dedupes_stores_and_evaluates_by_source(tm
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "HF_HUB_OFFLINE": "1", "OPENAI_API_KEY": KEY}
     with script_server(SERVICE, str(log), KEY) as port:
         llm = f"openai:fake@http://127.0.0.1:{port}/v1"
-        args = ["datasets", "synthesize", "--base", "techdocs", "--llm", llm, "--queries", "12", "--seed", "1"]
+        args = ["datasets", "synthesize", "--dataset", "techdocs", "--llm", llm, "--queries", "12", "--seed", "1"]
         dry = irflow(*args, "--name", "syn", "--dry-run", env=env)
         assert dry.returncode == 0, dry.stderr[-2000:]
         assert re.search(
@@ -192,7 +192,7 @@ def test_a_refused_key_stops_at_once_stores_nothing_and_is_never_shown(tmp_path:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENAI_API_KEY": wrong}
     with script_server(SERVICE, str(log), KEY) as port:
         llm = f"openai(concurrency=1):fake@http://127.0.0.1:{port}/v1"
-        done = irflow("datasets", "synthesize", "--base", "techdocs", "--name", "syn", "--llm", llm, env=env)
+        done = irflow("datasets", "synthesize", "--dataset", "techdocs", "--name", "syn", "--llm", llm, env=env)
     assert done.returncode == 2
     assert "query generator openai:fake" in done.stderr and "refused the credentials" in done.stderr
     assert "check OPENAI_API_KEY" in done.stderr and "***" in done.stderr  # the echoed header, redacted

@@ -280,7 +280,7 @@ def test_a_querylog_needs_a_base_and_its_options_only_fit_it(tmp_path: Path) -> 
     with pytest.raises(InputError, match="--format querylog needs --base NAME"):
         ingest.import_dataset(path, "querylog", "x")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    done = irflow("datasets", "import", str(path), "--format", "clicks", "--base", "techdocs", "--name", "x",
+    done = irflow("datasets", "import", str(path), "--format", "clicks", "--dataset", "techdocs", "--name", "x",
                   "--sample", "5", "--seed", "1", env=env)  # fmt: skip
     assert done.returncode == 2 and "--sample, --seed: only for --format querylog" in done.stderr
 
@@ -304,7 +304,7 @@ def test_import_against_techdocs_and_evaluate_bm25_segmented_by_source(tmp_path:
     path = write_log(pd.DataFrame(rows, columns=["query", "count", "source", "timestamp"]), tmp_path / "log.csv")
 
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "HF_HUB_OFFLINE": "1"}
-    args = ["datasets", "import", str(path), "--format", "querylog", "--base", "techdocs", "--name", "traffic"]
+    args = ["datasets", "import", str(path), "--format", "querylog", "--dataset", "techdocs", "--name", "traffic"]
     done = irflow(*args, "--sample", "70", "--seed", "3", "--stratify", "source", env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     dataset = ingest.load_dataset("traffic")

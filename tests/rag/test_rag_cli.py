@@ -102,7 +102,7 @@ def test_generation_by_a_chat_server_is_cached_counted_and_keeps_the_key_out(tmp
     assert flaky and leaky
     with script_server(SERVICE, str(log), KEY) as port:
         generator = f"openai(max_retries=0,concurrency=4,price=0.002):fake@http://127.0.0.1:{port}/v1"
-        args = ["rag", "--system", "bm25", "--generator", generator, "--k", "3"]
+        args = ["rag", "--system", "bm25", "--generator", generator, "--depth", "3"]
         dry = irflow(*args, "--dry-run", env=env)
         assert dry.returncode == 0, dry.stderr[-2000:]
         assert re.search(r"generation \(openai:fake@http://127.0.0.1:\d+/v1\): 80 calls \(0 cached\)", dry.stdout)
