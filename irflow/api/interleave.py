@@ -21,7 +21,6 @@ from irflow.api._results import (
     check_probability,
     html_page,
     normalised,
-    p_text,
     read_metrics_json,
 )
 from irflow.api._stages import embed, ingest, retrieve
@@ -193,16 +192,10 @@ class Interleaving(FrameEquality):
 
     @property
     def verdict(self) -> str:
-        """Which system users prefer, or "no preference" said plainly."""
-        a, b = self.systems
-        wins = self.outcome["wins"]
-        counts = f"{int(wins['A']):,} A wins, {self.ties:,} ties, {int(wins['B']):,} B wins over {self.impressions:,}"
-        if self.prefers:
-            test = f"p = {p_text(self.p_value)} < α = {self.alpha}"
-            return f"Users prefer {self.prefers} (A = {a}, B = {b}: {counts}; {test})."
-        if self.impressions and self.ties == self.impressions:
-            return f"No preference: {a} and {b} tie on every impression (identical clicks for both teams)."
-        return f"No preference at α = {self.alpha} between {a} and {b} ({counts}; p = {p_text(self.p_value)})."
+        """Which system users prefer, or "no preference" said plainly (report.md's first line)."""
+        from irflow.tasks.online.interleave_report import interleave_verdict
+
+        return interleave_verdict(self._document)
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any], per_query: pd.DataFrame) -> Interleaving:

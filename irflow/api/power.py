@@ -17,6 +17,7 @@ from irflow.api._results import (
     html_page,
 )
 from irflow.tasks.core.schema import InputError
+from irflow.tasks.report.format import num, signed
 
 # ---------------------------------------------------------------------------------------------------------
 # power
@@ -51,8 +52,8 @@ class Power(FrameEquality):
             need = "no number of queries would (Δ = 0)" if pd.isna(needed) else f"{int(needed):,} queries needed"
             parts.append(
                 f"{system} against {self.baseline}: {int(row['queries'])} queries detect ±"
-                f"{row['minimum_detectable_difference']:.4f} in {self.metric} with {self.power:.0%} power; to detect "
-                f"{row['delta']:+.4f}, {need} (power now {row['power_now']:.0%})"
+                f"{num(row['minimum_detectable_difference'])} in {self.metric} with {self.power:.0%} power; to detect "
+                f"{signed(row['delta'])}, {need} (power now {row['power_now']:.0%})"
             )
         return "; ".join(parts) + "."
 

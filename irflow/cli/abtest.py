@@ -70,7 +70,11 @@ def cmd_abtest(args: argparse.Namespace) -> int:
         print(json.dumps({**document, "output": output}, indent=2, default=str))
         return 0
     print(summary(document))
-    print(f"results: {output}/ (metrics.json, report.md, report.html)")
+    from irflow.cli.terminal import print_verdict
+    from irflow.tasks.online.abtest_report import abtest_verdict
+
+    print_verdict(abtest_verdict(document))  # the sentence ABTest.verdict and report.md say
+    print(f"\nresults: {output}/ (metrics.json, report.md, report.html)")
     return 0
 
 

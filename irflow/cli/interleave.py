@@ -90,7 +90,11 @@ def cmd_interleave(args: argparse.Namespace) -> int:
     if sizes:
         il, ab = (sizes[t]["queries"] or "more than searched" for t in ("interleaving", "ab_ctr"))
         print(f"queries needed at {sizes['power']:.0%} power: interleaving {il}, A/B test of CTR {ab}")
-    print(f"results: {output}/ (metrics.json, report.md, per_query.parquet)")
+    from irflow.cli.terminal import print_verdict
+    from irflow.tasks.online.interleave_report import interleave_verdict
+
+    print_verdict(interleave_verdict(document))  # the sentence Interleaving.verdict and report.md say
+    print(f"\nresults: {output}/ (metrics.json, report.md, per_query.parquet)")
     return 0
 
 

@@ -80,6 +80,9 @@ def cmd_rag(args: argparse.Namespace) -> int:
         from irflow.tasks.report.calibration import calibration_text
 
         print("\n" + calibration_text(document))
+    from irflow.cli.terminal import print_verdict
+
+    print_verdict(document.get("verdict"))  # the sentence RagEvaluation.verdict and report.md say
     files = ("report.html", "report.md", "significance.csv", "metrics.json", "per_query.parquet", "answers.jsonl")
     written = [f for f in (*files, "failures.csv") if (Path(document["output"]) / f).exists()]
     print(f"\nresults: {document['output']}/\n  {', '.join(written)}")

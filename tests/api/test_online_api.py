@@ -90,6 +90,7 @@ def test_abtest_of_a_dataframe_equals_that_of_its_file_and_round_trips(tmp_path:
     assert from_frame.verdict.startswith("new (treatment) wins on ctr") and "as planned" in from_frame.verdict
     saved = from_frame.save(tmp_path / "out")
     assert sorted(p.name for p in saved.iterdir()) == ["metrics.json", "report.html", "report.md"]
+    assert (saved / "report.md").read_text().splitlines()[2] == "**Verdict.** " + from_frame.verdict
     assert ABTest.load(saved) == from_frame
     assert "<table" in from_frame._repr_html_()
 
@@ -136,9 +137,12 @@ def test_interleaving_a_log_round_trips_and_says_no_preference_plainly(tmp_path:
     assert int(result.outcome.loc["A", "wins"]) + result.ties + int(result.outcome.loc["B", "wins"]) == 300
     assert list(result.per_query.columns) == ["query_id", "impressions", "wins", "ties", "losses"]
     assert Interleaving.load(result.save(tmp_path / "out")) == result
+    assert (tmp_path / "out" / "report.md").read_text().splitlines()[2] == "**Verdict.** " + result.verdict
 
     tied = interleave(log=_interleaving_log(tmp_path, same=True))
     assert tied.prefers is None and tied.verdict.startswith("No preference: new and old tie on every impression")
+    report = (tied.save(tmp_path / "tied") / "report.md").read_text()
+    assert report.splitlines()[2] == "**Verdict.** " + tied.verdict and "Users prefer" not in report
 
 
 @pytest.mark.parametrize(
