@@ -31,6 +31,7 @@ from irflow.tasks.report.format import md_table, num, signed
 from irflow.tasks.report.html import html_report
 from irflow.tasks.report.recommendations import VERDICT_LEAD
 from irflow.tasks.report.write import dataset_summary
+from irflow.tasks.systems import default_label
 
 MAX_FAILURES_NAMED = 10  # per configuration and metric, in metrics.json and the report
 EXAMPLES = 3  # side-by-side examples in the report
@@ -219,10 +220,16 @@ def rag_verdict(document: Mapping[str, Any], comparisons: pd.DataFrame) -> str:
     """One sentence: the best configuration on the headline (first) metric and its difference to the baseline
     with the interval and the Holm-adjusted p; with human verdicts, the calibrated figures too. report.md's
     first paragraph, the terminal's last line (``RagEvaluation.verdict`` says it)."""
-    metric, base = document["measures"][0], document["baseline"]
+    metric = document["measures"][0]
+    label = {c: default_label(c) for c in document["configurations"]}  # as the terminal's table names them
     means = {
-        c: block[metric]["mean"] for c, block in document["summary"].items() if block[metric].get("mean") is not None
+        label.get(c, c): block[metric]["mean"]
+        for c, block in document["summary"].items()
+        if block[metric].get("mean") is not None
     }
+    base = label.get(document["baseline"], document["baseline"])
+    if len(comparisons):
+        comparisons = comparisons.assign(candidate=[label.get(c, c) for c in comparisons["candidate"]])
     if not means:
         return f"No configuration has a value of {metric}: every sample failed (see failures)."
     best = max(means, key=lambda c: means[c])
@@ -260,13 +267,13 @@ def _calibrated_verdict(document: Mapping[str, Any], metric: str) -> str:
     best = max(blocks, key=lambda c: blocks[c]["estimate"])
     b = blocks[best]
     text = (
-        f" Calibrated by human verdicts (PPI++): {best} {num(b['estimate'])} "
+        f" Calibrated by human verdicts (PPI++): {default_label(best)} {num(b['estimate'])} "
         f"[{num(b['ci'][0])}, {num(b['ci'][1])}] (judge only {num(b['judge_only'])})"
     )
     if d := b.get("difference"):
         text += (
             f", {signed(d['estimate'])} [{signed(d['ci'][0])}, {signed(d['ci'][1])}] against the baseline "
-            f"{document['baseline']}: {d['conclusion']}"
+            f"{default_label(document['baseline'])}: {d['conclusion']}"
         )
     return text + "."
 
