@@ -98,9 +98,10 @@ def simulate_users(
 
     systems = list(request.systems)
     model = parse_click_model(request.clicks)
-    sim = simulate(
-        rankings_of(runs, systems), house_grades(data.qrels), model, users, k=request.depth, seed=request.seed
-    )
+    rankings = rankings_of(runs, systems)
+    # the same top `depth` for every query: any preference or size would be the coin flips' noise
+    identical = all(a[: request.depth] == b[: request.depth] for a, b in rankings.values())
+    sim = simulate(rankings, house_grades(data.qrels), model, users, k=request.depth, seed=request.seed)
     offline = {s: mean(evaluate_metrics(runs[s], data.qrels, [OFFLINE_METRIC])) for s in systems}
     document = interleave_document(
         outcome(sim.credits, request.alpha),
@@ -112,10 +113,14 @@ def simulate_users(
         seed=request.seed,
         ctr=sim.ctr(),
         offline=offline,
-        queries_to_detect=queries_to_detect(
+        queries_to_detect=None
+        if identical
+        else queries_to_detect(
             sim, alpha=request.alpha, power=request.power, replicates=request.replicates, seed=request.seed
         ),
     )
+    if identical:
+        document["interleave"] |= {"identical_rankings": True, "prefers": None}
     return document, sim.per_query()
 
 

@@ -48,8 +48,17 @@ def cmd_power(args: argparse.Namespace) -> int:
             )
         )
         return 0
+    from irflow.tasks.report.power import nothing_to_compare, only_system
+
+    if not found:
+        print(only_system(baseline, args.metric))  # as Power.verdict says it
+        return 0
     print(f"{args.metric}, paired against {baseline}; {args.power:.0%} power at α = {args.alpha} (two-sided paired t)")
     for system, p in found.items():
+        said = nothing_to_compare(system, baseline, args.metric, p.mean_difference, p.sd_difference)
+        if said is not None:  # σ_Δ = 0: no effect size or power to print beside it
+            print(f"{said}.")
+            continue
         checked = f" (resampling: {p.queries_needed_resampled:,})" if p.queries_needed_resampled else ""
         if args.resamples and p.queries_needed and p.queries_needed > RESAMPLE_LIMIT:
             checked = f" (not resampled above {RESAMPLE_LIMIT:,})"

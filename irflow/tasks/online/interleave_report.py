@@ -48,6 +48,11 @@ def interleave_verdict(document: Mapping[str, Any]) -> str:
     o = block["outcome"]
     counts = f"{int(o['wins']):,} A wins, {int(o['ties']):,} ties, {int(o['losses']):,} B wins"
     counts += f" over {int(o['impressions']):,}"
+    if block.get("identical_rankings"):
+        return (
+            f"No preference: {a} and {b} rank every query alike (top {block.get('depth')}), so no number of "
+            "queries could tell them apart."
+        )
     if block.get("prefers"):
         return (
             f"Users prefer {block['prefers']} (A = {a}, B = {b}: {counts}; p = {o['p_value']:.3g} < α = {o['alpha']})."
