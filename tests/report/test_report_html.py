@@ -412,3 +412,35 @@ def test_report_html_without_the_dataset_keeps_ids_and_numbers(demo: tuple[Datas
     assert data["segments"] == [] and data["grades"] == {} and data["snippets"] == {}
     assert len(data["queries"]) == len(dataset.queries) and {q["text"] for q in data["queries"]} == {""}
     assert all(len(data["rankings"][q["id"]]) == len(SYSTEMS) for q in data["queries"])
+
+
+def test_rag_and_ab_reports_lead_with_the_verdict_in_the_blue_box(tmp_path: Path) -> None:
+    """report.html of a RAG evaluation (docs/rag.md's shipped answers files) and of an A/B test: the blue box
+    under the title holds the verdict the API and the terminal say; no table breaks a token, nothing is too
+    wide, no negative zero, readable configuration keys."""
+    import importlib.resources
+
+    from _abtest import simulate_log
+
+    from irflow.api.abtest import abtest
+    from irflow.api.rag import evaluate_rag
+
+    sync_api = require_browser()
+    examples = Path(str(importlib.resources.files("irflow.datasets"))) / "techdocs" / "examples"
+    rag = evaluate_rag("techdocs", answers=[examples / "pipeline-a.jsonl", examples / "pipeline-b.jsonl"])
+    ab = abtest(simulate_log(7, users=800, effect=0.05, arms=("old", "new")), control="old")
+    pages = {"rag": (rag.save(tmp_path / "rag"), rag.verdict), "ab": (ab.save(tmp_path / "ab"), ab.verdict)}
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            for name, (folder, verdict) in pages.items():
+                page.goto((folder / "report.html").as_uri())
+                box = page.locator("#report > p").first
+                assert box.inner_text() == "Verdict. " + verdict.replace("`", ""), name
+                assert box.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(238, 246, 255)", name
+                assert broken_tokens(page) == [] and too_wide(page) == [], name
+                text = page.locator("#report").inner_text()
+                assert "-0.0000" not in text and "generator_" not in text and "answers_file" not in text, name
+        finally:
+            browser.close()
