@@ -80,6 +80,8 @@ def cmd_abtest(args: argparse.Namespace) -> int:
 
 def summary(document: dict[str, Any]) -> str:
     """The terminal's lines: the sample-ratio verdict first, then one line per metric."""
+    from irflow.tasks.report.format import num, signed  # no negative zero: the reports' helpers
+
     ab = document["abtest"]
     srm = ab["srm"]
     lines = []
@@ -96,8 +98,8 @@ def summary(document: dict[str, Any]) -> str:
     sequential = (document.get("sequential") or {}).get("metrics", {})
     for name, m in ab["metrics"].items():
         line = (
-            f"  {name:<16} {m['control']:.4f} -> {m['treatment']:.4f}  diff {m['difference']:+.4f} "
-            f"[{m['ci'][0]:+.4f}, {m['ci'][1]:+.4f}]  p {m['p_value']:.4f}"
+            f"  {name:<16} {num(m['control'])} -> {num(m['treatment'])}  diff {signed(m['difference'])} "
+            f"[{signed(m['ci'][0])}, {signed(m['ci'][1])}]  p {m['p_value']:.4f}"
         )
         if name in sequential:
             line += f"  always-valid p {sequential[name]['final_always_valid_p_value']:.4f}"

@@ -80,10 +80,13 @@ def cmd_interleave(args: argparse.Namespace) -> int:
 
         print(json.dumps({**document, "output": str(output)}, indent=2, default=str))
         return 0
+    from irflow.tasks.report.format import signed
+
     o = block["outcome"]
     print(
         f"A = {block['systems']['A']}, B = {block['systems']['B']}: {o['wins']:,} A wins, {o['ties']:,} ties, "
-        f"{o['losses']:,} B wins over {o['impressions']:,} impressions; Δ_AB {o['delta_ab']:+.4f}, p {o['p_value']:.3g}"
+        f"{o['losses']:,} B wins over {o['impressions']:,} impressions; Δ_AB {signed(o['delta_ab'])}, "
+        f"p {o['p_value']:.3g}"
         f" -> {'prefers ' + block['prefers'] if block['prefers'] else 'no preference'}"
     )
     sizes = block.get("queries_to_detect")

@@ -48,6 +48,7 @@ def cmd_power(args: argparse.Namespace) -> int:
             )
         )
         return 0
+    from irflow.tasks.report.format import num, signed
     from irflow.tasks.report.power import nothing_to_compare, only_system
 
     if not found:
@@ -64,8 +65,8 @@ def cmd_power(args: argparse.Namespace) -> int:
             checked = f" (not resampled above {RESAMPLE_LIMIT:,})"
         needed = f"{p.queries_needed:,}{checked}" if p.queries_needed else "none would (Δ = 0)"
         print(
-            f"{system}: {p.queries} queries, Δ {p.mean_difference:+.4f} (sd {p.sd_difference:.4f}); "
-            f"detects ±{p.minimum_detectable_difference:.4f} now; to detect {p.delta:+.4f}: {needed} queries "
+            f"{system}: {p.queries} queries, Δ {signed(p.mean_difference)} (sd {num(p.sd_difference)}); "
+            f"detects ±{num(p.minimum_detectable_difference)} now; to detect {signed(p.delta)}: {needed} queries "
             f"(power now {p.power_now:.0%})"
         )
     return 0

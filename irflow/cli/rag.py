@@ -93,6 +93,7 @@ def cmd_rag(args: argparse.Namespace) -> int:
 def summary_table(document: dict[str, Any]) -> str:
     """Each configuration's means with their CIs as plain text, configurations by their readable labels
     (``hybrid:bm25+dense:all-MiniLM-L6-v2``; an answers file's name as it is)."""
+    from irflow.tasks.report.format import num
     from irflow.tasks.systems import default_label
 
     metrics, summary = document["measures"], document["summary"]
@@ -103,9 +104,9 @@ def summary_table(document: dict[str, Any]) -> str:
         cells = []
         for m in metrics:
             row = block[m]
-            cell = "–" if row["mean"] is None else f"{row['mean']:.4f}"
+            cell = "–" if row["mean"] is None else num(row["mean"])
             if row.get("ci_low") is not None:
-                cell += f" [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+                cell += f" [{num(row['ci_low'], 3)}, {num(row['ci_high'], 3)}]"
             if row.get("failed"):
                 cell += f" ({row['failed']} failed)"
             cells.append(f"{cell:>34}")
