@@ -22,16 +22,15 @@ from irflow.api._results import (
     check_probability,
     html_page,
     normalised,
-    p_text,
     read_metrics_json,
 )
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.online import abtest as ab_stats
 from irflow.tasks.online import abtest_sequential
 from irflow.tasks.online.abtest_log import AbLog, check_ab_log, read_ab_log
+from irflow.tasks.online.abtest_report import abtest_verdict
 
 ABTEST_EXPERIMENT = "irflow-abtest"
-PRIMARY = "ctr"  # the A/B verdict's metric: clicks per query shown
 
 # ---------------------------------------------------------------------------------------------------------
 # A/B tests
@@ -173,22 +172,7 @@ class ABTest(FrameEquality):
     @property
     def verdict(self) -> str:
         """One sentence: which arm wins on the primary metric (ctr) and whether SRM makes it untrustworthy."""
-        m = self.metrics.loc[PRIMARY]
-        figures = (
-            f"{PRIMARY} {m['control']:.4f} -> {m['treatment']:.4f}, difference {m['difference']:+.4f} "
-            f"[{m['ci_low']:+.4f}, {m['ci_high']:+.4f}], p = {p_text(m['p_value'])}"
-        )
-        if m["p_value"] < 0.05 and m["difference"] != 0:
-            winner = f"{self.treatment} (treatment)" if m["difference"] > 0 else f"{self.control} (control)"
-            said = f"{winner} wins on {PRIMARY} ({figures})"
-        else:
-            said = f"Neither arm ({self.control}, {self.treatment}) wins on {PRIMARY} at α = 0.05 ({figures})"
-        if self.srm.mismatch:
-            return (
-                f"{said}, but a sample-ratio mismatch (p = {p_text(self.srm.p_value)}, {self.srm.counts[0]:,} vs "
-                f"{self.srm.counts[1]:,} units) makes the comparison untrustworthy."
-            )
-        return f"{said}; the sample ratio is as planned (p = {p_text(self.srm.p_value)})."
+        return abtest_verdict(self._document)
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> ABTest:

@@ -21,7 +21,6 @@ from irflow.api._results import (
     check_probability,
     html_page,
     normalised,
-    p_text,
     read_metrics_json,
 )
 from irflow.api._stages import embed, ingest, retrieve
@@ -100,9 +99,10 @@ def simulate_users(
 
     systems = list(request.systems)
     model = parse_click_model(request.clicks)
-    sim = simulate(
-        rankings_of(runs, systems), house_grades(data.qrels), model, users, k=request.depth, seed=request.seed
-    )
+    rankings = rankings_of(runs, systems)
+    # the same top `depth` for every query: any preference or size would be the coin flips' noise
+    identical = all(a[: request.depth] == b[: request.depth] for a, b in rankings.values())
+    sim = simulate(rankings, house_grades(data.qrels), model, users, k=request.depth, seed=request.seed)
     offline = {s: mean(evaluate_metrics(runs[s], data.qrels, [OFFLINE_METRIC])) for s in systems}
     document = interleave_document(
         outcome(sim.credits, request.alpha),
@@ -114,10 +114,14 @@ def simulate_users(
         seed=request.seed,
         ctr=sim.ctr(),
         offline=offline,
-        queries_to_detect=queries_to_detect(
+        queries_to_detect=None
+        if identical
+        else queries_to_detect(
             sim, alpha=request.alpha, power=request.power, replicates=request.replicates, seed=request.seed
         ),
     )
+    if identical:
+        document["interleave"] |= {"identical_rankings": True, "prefers": None}
     return document, sim.per_query()
 
 
@@ -199,16 +203,10 @@ class Interleaving(FrameEquality):
 
     @property
     def verdict(self) -> str:
-        """Which system users prefer, or "no preference" said plainly."""
-        a, b = self.systems
-        wins = self.outcome["wins"]
-        counts = f"{int(wins['A']):,} A wins, {self.ties:,} ties, {int(wins['B']):,} B wins over {self.impressions:,}"
-        if self.prefers:
-            test = f"p = {p_text(self.p_value)} < α = {self.alpha}"
-            return f"Users prefer {self.prefers} (A = {a}, B = {b}: {counts}; {test})."
-        if self.impressions and self.ties == self.impressions:
-            return f"No preference: {a} and {b} tie on every impression (identical clicks for both teams)."
-        return f"No preference at α = {self.alpha} between {a} and {b} ({counts}; p = {p_text(self.p_value)})."
+        """Which system users prefer, or "no preference" said plainly (report.md's first line)."""
+        from irflow.tasks.online.interleave_report import interleave_verdict
+
+        return interleave_verdict(self._document)
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any], per_query: pd.DataFrame) -> Interleaving:

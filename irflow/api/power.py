@@ -18,6 +18,7 @@ from irflow.api._results import (
     html_page,
 )
 from irflow.tasks.core.schema import InputError
+from irflow.tasks.report.format import num, signed
 
 # ---------------------------------------------------------------------------------------------------------
 # power
@@ -39,21 +40,24 @@ class Power(FrameEquality):
     @property
     def verdict(self) -> str:
         """One sentence per candidate, or "nothing to compare" said plainly."""
+        from irflow.tasks.report.power import nothing_to_compare, only_system
+
         if self.table.empty:
-            return f"Nothing to compare: {self.baseline} is the only system with {self.metric} values."
+            return only_system(self.baseline, self.metric)
         parts = []
         for system, row in self.table.iterrows():
-            if row["sd_difference"] == 0:
-                parts.append(
-                    f"Nothing to compare for {system}: its {self.metric} equals {self.baseline}'s on every query"
-                )
+            said = nothing_to_compare(
+                str(system), self.baseline, self.metric, row["mean_difference"], row["sd_difference"]
+            )
+            if said is not None:
+                parts.append(said)
                 continue
             needed = row["queries_needed"]
             need = "no number of queries would (Δ = 0)" if pd.isna(needed) else f"{int(needed):,} queries needed"
             parts.append(
                 f"{system} against {self.baseline}: {int(row['queries'])} queries detect ±"
-                f"{row['minimum_detectable_difference']:.4f} in {self.metric} with {self.power:.0%} power; to detect "
-                f"{row['delta']:+.4f}, {need} (power now {row['power_now']:.0%})"
+                f"{num(row['minimum_detectable_difference'])} in {self.metric} with {self.power:.0%} power; to detect "
+                f"{signed(row['delta'])}, {need} (power now {row['power_now']:.0%})"
             )
         return "; ".join(parts) + "."
 

@@ -343,21 +343,12 @@ class RagEvaluation(FrameEquality):
 
     @property
     def verdict(self) -> str:
-        """One sentence: the best configuration on the first metric, and whether it differs significantly."""
-        metric = self.metrics[0]
-        column = self.means[metric].dropna()
-        if column.empty:
-            return f"No configuration has a value of {metric}: every sample failed (see failures)."
-        best = str(column.idxmax())
-        said = f"On {metric}, {best} scores highest ({column[best]:.4f})"
-        if len(self.configurations) < 2:
-            return f"{said}; nothing to compare: one configuration."
-        rows = self.comparisons[self.comparisons["metric"] == metric] if len(self.comparisons) else self.comparisons
-        significant = rows[rows["significant"].astype(bool)] if len(rows) else rows
-        if significant.empty:
-            return f"{said}; no configuration differs significantly from the baseline {self.baseline} (Holm, α = 0.05)."
-        named = ", ".join(f"{r.candidate} ({r.delta:+.4f}, p = {r.p_adjusted:.3g})" for r in significant.itertuples())
-        return f"{said}; significantly different from the baseline {self.baseline}: {named}."
+        """One sentence: the best configuration on the first metric, its difference to the baseline with the
+        interval and the Holm-adjusted p (and the calibrated figures with human verdicts): report.md's first
+        paragraph, the last line ``irflow rag`` prints."""
+        from irflow.tasks.rag.outputs import rag_verdict
+
+        return rag_verdict(self._document, self.comparisons)
 
     @classmethod
     def _build(

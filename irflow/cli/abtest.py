@@ -74,12 +74,18 @@ def cmd_abtest(args: argparse.Namespace) -> int:
         print(json.dumps({**document, "output": output}, indent=2, default=str))
         return 0
     print(summary(document))
-    print(f"results: {output}/ (metrics.json, report.md, report.html)")
+    from irflow.cli.terminal import print_verdict
+    from irflow.tasks.online.abtest_report import abtest_verdict
+
+    print_verdict(abtest_verdict(document))  # the sentence ABTest.verdict and report.md say
+    print(f"\nresults: {output}/ (metrics.json, report.md, report.html)")
     return 0
 
 
 def summary(document: dict[str, Any]) -> str:
     """The terminal's lines: the sample-ratio verdict first, then one line per metric."""
+    from irflow.tasks.report.format import num, signed  # no negative zero: the reports' helpers
+
     ab = document["abtest"]
     srm = ab["srm"]
     lines = []
@@ -96,8 +102,8 @@ def summary(document: dict[str, Any]) -> str:
     sequential = (document.get("sequential") or {}).get("metrics", {})
     for name, m in ab["metrics"].items():
         line = (
-            f"  {name:<16} {m['control']:.4f} -> {m['treatment']:.4f}  diff {m['difference']:+.4f} "
-            f"[{m['ci'][0]:+.4f}, {m['ci'][1]:+.4f}]  p {m['p_value']:.4f}"
+            f"  {name:<16} {num(m['control'])} -> {num(m['treatment'])}  diff {signed(m['difference'])} "
+            f"[{signed(m['ci'][0])}, {signed(m['ci'][1])}]  p {m['p_value']:.4f}"
         )
         if name in sequential:
             line += f"  always-valid p {sequential[name]['final_always_valid_p_value']:.4f}"

@@ -82,18 +82,25 @@ def cmd_interleave(args: argparse.Namespace) -> int:
 
         print(json.dumps({**document, "output": str(output)}, indent=2, default=str))
         return 0
+    from irflow.tasks.report.format import signed
+
     o = block["outcome"]
     labels, prefers = side_labels(block), label_of(block, block["prefers"])
     print(
         f"A = {labels['A']}, B = {labels['B']}: {o['wins']:,} A wins, {o['ties']:,} ties, "
-        f"{o['losses']:,} B wins over {o['impressions']:,} impressions; Δ_AB {o['delta_ab']:+.4f}, p {o['p_value']:.3g}"
+        f"{o['losses']:,} B wins over {o['impressions']:,} impressions; Δ_AB {signed(o['delta_ab'])}, "
+        f"p {o['p_value']:.3g}"
         f" -> {'prefers ' + prefers if prefers else 'no preference'}"
     )
     sizes = block.get("queries_to_detect")
     if sizes:
         il, ab = (sizes[t]["queries"] or "more than searched" for t in ("interleaving", "ab_ctr"))
         print(f"queries needed at {sizes['power']:.0%} power: interleaving {il}, A/B test of CTR {ab}")
-    print(f"results: {output}/ (metrics.json, report.md, per_query.parquet)")
+    from irflow.cli.terminal import print_verdict
+    from irflow.tasks.online.interleave_report import interleave_verdict
+
+    print_verdict(interleave_verdict(document))  # the sentence Interleaving.verdict and report.md say
+    print(f"\nresults: {output}/ (metrics.json, report.md, per_query.parquet)")
     return 0
 
 

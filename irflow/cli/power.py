@@ -50,16 +50,26 @@ def cmd_power(args: argparse.Namespace) -> int:
         document = {"metric": args.metric, "baseline": named, "baseline_spec": baseline, "systems": systems}
         print(json.dumps(document, indent=2))
         return 0
+    from irflow.tasks.report.format import num, signed
+    from irflow.tasks.report.power import nothing_to_compare, only_system
+
+    if not found:
+        print(only_system(named, args.metric))  # as Power.verdict says it
+        return 0
     print(f"{args.metric}, paired against {named}; {args.power:.0%} power at α = {args.alpha} (two-sided paired t)")
     for spec, p in found.items():
         system = labels.get(spec, spec)
+        said = nothing_to_compare(system, named, args.metric, p.mean_difference, p.sd_difference)
+        if said is not None:  # σ_Δ = 0: no effect size or power to print beside it
+            print(f"{said}.")
+            continue
         checked = f" (resampling: {p.queries_needed_resampled:,})" if p.queries_needed_resampled else ""
         if args.resamples and p.queries_needed and p.queries_needed > RESAMPLE_LIMIT:
             checked = f" (not resampled above {RESAMPLE_LIMIT:,})"
         needed = f"{p.queries_needed:,}{checked}" if p.queries_needed else "none would (Δ = 0)"
         print(
-            f"{system}: {p.queries} queries, Δ {p.mean_difference:+.4f} (sd {p.sd_difference:.4f}); "
-            f"detects ±{p.minimum_detectable_difference:.4f} now; to detect {p.delta:+.4f}: {needed} queries "
+            f"{system}: {p.queries} queries, Δ {signed(p.mean_difference)} (sd {num(p.sd_difference)}); "
+            f"detects ±{num(p.minimum_detectable_difference)} now; to detect {signed(p.delta)}: {needed} queries "
             f"(power now {p.power_now:.0%})"
         )
     return 0

@@ -80,6 +80,9 @@ def cmd_rag(args: argparse.Namespace) -> int:
         from irflow.tasks.report.calibration import calibration_text
 
         print("\n" + calibration_text(document))
+    from irflow.cli.terminal import print_verdict
+
+    print_verdict(document.get("verdict"))  # the sentence RagEvaluation.verdict and report.md say
     files = ("report.html", "report.md", "significance.csv", "metrics.json", "per_query.parquet", "answers.jsonl")
     written = [f for f in (*files, "failures.csv") if (Path(document["output"]) / f).exists()]
     print(f"\nresults: {document['output']}/\n  {', '.join(written)}")
@@ -91,6 +94,7 @@ def summary_table(document: dict[str, Any]) -> str:
     """Each configuration's means with their CIs as plain text, configurations by their readable labels
     (``hybrid:bm25+dense:all-MiniLM-L6-v2``; an answers file's name as it is)."""
     from irflow.tasks.rag.outputs import config_labels
+    from irflow.tasks.report.format import num
 
     metrics, summary = document["measures"], document["summary"]
     labels = {c: config_labels(document)[c] for c in summary}
@@ -100,9 +104,9 @@ def summary_table(document: dict[str, Any]) -> str:
         cells = []
         for m in metrics:
             row = block[m]
-            cell = "–" if row["mean"] is None else f"{row['mean']:.4f}"
+            cell = "–" if row["mean"] is None else num(row["mean"])
             if row.get("ci_low") is not None:
-                cell += f" [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+                cell += f" [{num(row['ci_low'], 3)}, {num(row['ci_high'], 3)}]"
             if row.get("failed"):
                 cell += f" ({row['failed']} failed)"
             cells.append(f"{cell:>34}")

@@ -222,11 +222,16 @@ def failures_text(document: Mapping[str, Any], width: int = TABLE_WIDTH) -> str:
 RESULT_FILES = "report.html, report.md, significance.csv, metrics.json, per_query.parquet, runs/, plots/"
 
 
-def print_outcome(output: str | os.PathLike[str], verdict: str | None) -> None:
-    """After the table: the verdict (wrapped to :data:`TABLE_WIDTH`), then the result folder and its files."""
+def print_verdict(verdict: str | None) -> None:
+    """The verdict, wrapped to :data:`TABLE_WIDTH`: every command's last line before its result folder."""
     if verdict:
         text = f"Verdict: {verdict}"
         print("\n" + "\n".join(textwrap.wrap(text, TABLE_WIDTH, subsequent_indent="  ", break_on_hyphens=False)))
+
+
+def print_outcome(output: str | os.PathLike[str], verdict: str | None) -> None:
+    """After the table: the verdict (wrapped to :data:`TABLE_WIDTH`), then the result folder and its files."""
+    print_verdict(verdict)
     print(f"\nresults: {output}/\n  {RESULT_FILES}")
 
 
@@ -240,6 +245,7 @@ __all__ = [
     "failures_text",
     "metrics_table",
     "print_outcome",
+    "print_verdict",
 ]
 
 

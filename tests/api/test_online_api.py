@@ -90,6 +90,7 @@ def test_abtest_of_a_dataframe_equals_that_of_its_file_and_round_trips(tmp_path:
     assert from_frame.verdict.startswith("new (treatment) wins on ctr") and "as planned" in from_frame.verdict
     saved = from_frame.save(tmp_path / "out")
     assert sorted(p.name for p in saved.iterdir()) == ["metrics.json", "report.html", "report.md"]
+    assert (saved / "report.md").read_text().splitlines()[2] == "**Verdict.** " + from_frame.verdict
     assert ABTest.load(saved) == from_frame
     assert "<table" in from_frame._repr_html_()
 
@@ -136,9 +137,12 @@ def test_interleaving_a_log_round_trips_and_says_no_preference_plainly(tmp_path:
     assert int(result.outcome.loc["A", "wins"]) + result.ties + int(result.outcome.loc["B", "wins"]) == 300
     assert list(result.per_query.columns) == ["query_id", "impressions", "wins", "ties", "losses"]
     assert Interleaving.load(result.save(tmp_path / "out")) == result
+    assert (tmp_path / "out" / "report.md").read_text().splitlines()[2] == "**Verdict.** " + result.verdict
 
     tied = interleave(log=_interleaving_log(tmp_path, same=True))
     assert tied.prefers is None and tied.verdict.startswith("No preference: new and old tie on every impression")
+    report = (tied.save(tmp_path / "tied") / "report.md").read_text()
+    assert report.splitlines()[2] == "**Verdict.** " + tied.verdict and "Users prefer" not in report
 
 
 @pytest.mark.parametrize(
@@ -239,6 +243,47 @@ def test_power_with_nothing_to_compare_says_so() -> None:
     flat = np.linspace(0, 1, 20)
     same = SimpleNamespace(per_query=_per_query({"a": flat, "b": flat}), baseline="a")
     assert "Nothing to compare for b" in power(same, resamples=0).verdict
+
+
+@pytest.mark.parametrize(
+    ("systems", "said"),
+    [
+        ({"bm25": np.linspace(0, 1, 20)}, "Nothing to compare: bm25 is the only system with nDCG@10 values."),
+        (
+            {"bm25": np.linspace(0, 1, 20), "bm25:k1=1.2": np.linspace(0, 1, 20)},
+            "for bm25:k1=1.2: its nDCG@10 equals bm25's",
+        ),
+        (
+            {"bm25": np.linspace(0, 0.5, 20), "bm25:k1=1.2": np.linspace(0.1, 0.6, 20)},
+            "differs from bm25's by exactly +0.1000",
+        ),
+    ],
+)
+def test_irflow_power_says_nothing_to_compare_plainly(
+    tmp_path: Path, systems: dict[str, np.ndarray], said: str
+) -> None:
+    """One system, or σ_Δ = 0: the command says what Power.verdict says, not "effect 0.0" beside "power 1.0"."""
+    folder = _result_folder(tmp_path, _per_query(systems), "bm25")
+    done = irflow("power", str(folder), "--metric", "nDCG@10", "--resamples", "0", env={**os.environ})
+    assert done.returncode == 0, done.stderr
+    assert said in done.stdout and said in power(folder, metric="nDCG@10", resamples=0).verdict
+    assert "power now" not in done.stdout and "±0.0000" not in done.stdout
+
+
+def test_identical_rankings_say_no_preference_and_size_nothing(tmp_path: Path) -> None:
+    """Two systems with the same top 10 on every query: no preference, no queries sized for a winner, whatever
+    the simulated users' coin flips say."""
+    from irflow.tasks.core.runs import write_trec
+    from irflow.tasks.ingest import load_dataset
+    from irflow.tasks.retrieve.searchers import retrieve
+
+    run = retrieve(load_dataset("techdocs"), "bm25", 10).run
+    specs = [f"run:{write_trec(run, tmp_path / f'{name}.trec', name)}" for name in ("a", "b")]
+    result = interleave("techdocs", specs, users=800, replicates=20)
+    assert result.prefers is None and result.queries_to_detect is None
+    assert result.verdict.startswith("No preference: ") and "rank every query alike (top 10)" in result.verdict
+    report = (result.save(tmp_path / "out") / "report.md").read_text()
+    assert report.splitlines()[2] == "**Verdict.** " + result.verdict and "queries needed" not in report
 
 
 @pytest.mark.parametrize(

@@ -55,8 +55,12 @@ def test_answers_files_evaluate_save_and_load_back_equal(tmp_path: Path) -> None
     assert result.means.loc["good", "id_based_context_recall"] > result.means.loc["poor", "id_based_context_recall"]
     assert list(result.per_sample.columns) == ["system", "query_id", "metric", "value"]
     assert set(result.comparisons["candidate"]) == {"poor"} and result.failures.empty and result.calibrated is None
-    assert result.verdict.startswith("On id_based_context_precision, good scores highest")
+    assert result.verdict.startswith("On id_based_context_precision, no configuration beats the baseline good")
     saved = result.save(tmp_path / "out")
+    report = (saved / "report.md").read_text().splitlines()
+    assert report[2] == "**Verdict.** " + result.verdict  # the report leads with the API's sentence
+    assert "the closest, poor, is -0." in result.verdict and "Holm-adjusted p = " in result.verdict
+    assert "- `good`: answers file: " in report[4] and "-0.0000" not in "\n".join(report)
     files = sorted(p.name for p in saved.iterdir())
     assert files == sorted(
         [

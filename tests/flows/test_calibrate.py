@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from support.cli import irflow
+from support.cli import irflow, printed_verdict
 from support.judges import techdocs_judge_and_human
 
 from irflow.flows.evaluate import evaluate_flow
@@ -50,6 +50,14 @@ def test_run_with_human_labels_writes_calibrated_means(tmp_path: Path, monkeypat
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "## Calibrated by human labels" in report and "`td-human` holds human judgements of 30" in report
     assert "calibrated by td-human (PPI++" in calibration_text(stored)
+    # the verdict quotes the calibrated figures (humans' nDCG@10), the judge-only mean beside them
+    ndcg = stored["calibrated"]["bm25"]["nDCG@10"]
+    verdict = report.splitlines()[2]
+    assert verdict.startswith("**Verdict.** Only bm25 was evaluated (nDCG@10 calibrated by human labels: ")
+    assert (
+        f"{ndcg['estimate']:.4f} [{ndcg['ci'][0]:.4f}, {ndcg['ci'][1]:.4f}] (judge only {ndcg['judge_only']:.4f})"
+        in verdict
+    )
 
     import mlflow
 
@@ -88,6 +96,7 @@ def test_irflow_run_human_prints_the_calibrated_means(temporary_prefect_server: 
     block = json.loads((out / "metrics.json").read_text())["calibrated"]["bm25"]["P@10"]
     line = f"bm25 P@10: judge only {block['judge_only']:.4f}, calibrated {block['estimate']:.4f} "
     assert "calibrated by td-human (PPI++" in done.stdout and line in done.stdout
+    assert f"P@10 calibrated by human labels: {block['estimate']:.4f}" in printed_verdict(done.stdout)
     bad = ["run", "--dataset", judged, "--human", "no-such-set", "--system", "bm25", "--no-track"]
     done = irflow(*bad, "--output", str(tmp_path / "never"), env=env)
     assert done.returncode == 2, done.stderr[-3000:]

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 from support.abtest import simulate_log
-from support.cli import irflow
+from support.cli import irflow, printed_verdict
 
 from irflow.tasks.online.abtest import analyse
 from irflow.tasks.online.abtest_log import read_ab_log
+from irflow.tasks.online.abtest_report import abtest_verdict
 
 pytestmark = pytest.mark.e2e
 
@@ -37,6 +38,9 @@ def test_abtest_command_end_to_end(tmp_path: Path) -> None:
     assert "sample ratio ok" in done.stdout and "ctr" in done.stdout
 
     document = json.loads((out / "metrics.json").read_text())
+    verdict = abtest_verdict(document)  # ABTest.verdict's sentence: report.md's first, the terminal's last
+    assert printed_verdict(done.stdout) == verdict and verdict.startswith("new (treatment) wins on ctr")
+    assert (out / "report.md").read_text().splitlines()[2] == "**Verdict.** " + verdict
     ab = document["abtest"]
     assert (ab["control"], ab["treatment"]) == ("old", "new")
     assert set(ab["srm"]) >= {"p_value", "mismatch"} and ab["srm"]["mismatch"] is False

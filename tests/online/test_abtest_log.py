@@ -116,7 +116,11 @@ def test_report_states_a_mismatch_first(tmp_path: Path) -> None:
     document = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert document["abtest"]["srm"]["mismatch"] is True
     report = (tmp_path / "out" / "report.md").read_text().splitlines()
-    assert report[2].startswith("> **Sample-ratio mismatch") and "untrustworthy" in report[2]
+    # the verdict first, saying the mismatch makes it untrustworthy, then the mismatch itself
+    assert (
+        report[2].startswith("**Verdict.** ") and "sample-ratio mismatch" in report[2] and "untrustworthy" in report[2]
+    )
+    assert report[4].startswith("> **Sample-ratio mismatch") and "untrustworthy" in report[4]
     assert "*Untrustworthy: sample-ratio mismatch" in "\n".join(report)
     page = (tmp_path / "out" / "report.html").read_text()
     assert "Sample-ratio mismatch" in page and "Sequential test (mSPRT)" in page

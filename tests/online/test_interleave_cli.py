@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 from statsmodels.stats.power import TTestPower
-from support.cli import irflow
+from support.cli import irflow, printed_verdict
 
 from irflow.tasks.online.interleave import team_draft
+from irflow.tasks.online.interleave_report import interleave_verdict
 from irflow.tasks.tracking import Tracker
 
 SYSTEMS = ("bm25", "bm25:k1=0.1,b=0.1")
@@ -42,6 +43,8 @@ def test_simulated_interleaving_writes_results_and_mlflow(tmp_path):
     sizes = document["queries_to_detect"]
     assert set(sizes) >= {"interleaving", "ab_ctr", "ratio"} and sizes["replicates"] == 200
     assert "Team-draft interleaving" in (out / "report.md").read_text()
+    verdict = interleave_verdict(json.loads((out / "metrics.json").read_text()))  # Interleaving.verdict's
+    assert printed_verdict(done.stdout) == verdict and verdict in (out / "report.md").read_text().splitlines()[2]
     top = json.loads((out / "metrics.json").read_text())["mlflow"]
     metrics = Tracker().client.get_run(top["run_id"]).data.metrics
     assert metrics["wins"] == o["wins"] and metrics["delta_ab"] == pytest.approx(o["delta_ab"])

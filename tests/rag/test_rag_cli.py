@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from support.cli import irflow
+from support.cli import irflow, printed_verdict
 from support.services import script_server
 
 from irflow.tasks.ingest import load_dataset
@@ -46,6 +46,11 @@ def test_the_offline_demo_reports_id_based_metrics_with_a_paired_test(tmp_path: 
 
     document = json.loads((out / "metrics.json").read_text())
     assert document["kind"] == "rag" and document["measures"] == list(ID_METRICS)
+    # the verdict leads the report (its blue callout) and ends the terminal's output: one sentence
+    report = (out / "report.md").read_text()
+    assert printed_verdict(done.stdout) == document["verdict"] and "Holm-adjusted p = " in document["verdict"]
+    assert report.splitlines()[2] == "**Verdict.** " + document["verdict"]
+    assert "generator: extractive" in report and "generator_" not in report and "-0.0000" not in report
     assert list(document["configurations"]) == ["bm25", hybrid] and document["baseline"] == "bm25"
     for block in document["summary"].values():
         for row in block.values():

@@ -76,6 +76,26 @@ SAMPLES = [
 ]
 
 
+# The edges: an answer without claims or content words (every generated question empty, no claim to verify),
+# and one whose first generated question is empty beside a reference without claims.
+EDGES = [
+    Answer(
+        "q5",
+        "Is the release ready?",
+        "Yes.",
+        (Context("The release ships on Friday.", "d8"),),
+        "The release ships on Friday.",
+    ),
+    Answer(
+        "q6",
+        "Where are blank forms kept?",
+        "Blank forms are kept in the archive. Archive access needs a badge.",
+        (Context("Forms are kept in the archive room.", "d9"),),
+        "Ok.",
+    ),
+]
+
+
 def http_ask(url: str) -> Any:
     """An irflow ``Ask`` over plain HTTP: one chat completion per prompt, in order."""
 
@@ -102,7 +122,7 @@ def shim_vertexai() -> None:
         sys.modules[name] = module
 
 
-async def ragas_scores(url: str, model_path: str) -> dict[str, list[float]]:
+async def ragas_scores(url: str, model_path: str, samples: Sequence[Answer] = SAMPLES) -> dict[str, list[float]]:
     shim_vertexai()
     from openai import AsyncOpenAI
     from ragas.embeddings import HuggingFaceEmbeddings
@@ -125,7 +145,7 @@ async def ragas_scores(url: str, model_path: str) -> dict[str, list[float]]:
         "factual_correctness": FactualCorrectness(llm=llm),
     }
     scores: dict[str, list[float]] = {name: [] for name in metrics}
-    for s in SAMPLES:
+    for s in samples:
         contexts = [c.text for c in s.contexts]
         results = await asyncio.gather(
             metrics["faithfulness"].ascore(user_input=s.question, response=s.answer, retrieved_contexts=contexts),
@@ -163,3 +183,28 @@ def test_irflow_and_ragas_give_equal_scores_per_sample(tmp_path: Path, monkeypat
     for metric in LLM_METRICS:
         assert len({round(v, 6) for v in theirs[metric]}) >= 2, metric
     assert theirs["answer_relevancy"][2] == 0.0 and theirs["answer_relevancy"][1] > 0  # all vs some noncommittal
+
+
+def test_the_edges_score_as_ragas_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty generated question is dropped (answer_relevancy: the mean of the others; none left: 0), and a
+    text without claims counts no claim in factual_correctness (a score, not a failure), as in ragas 0.4.3."""
+    monkeypatch.setenv("RAGAS_DO_NOT_TRACK", "true")
+    model = resolve_model("minilm")
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        return encode(model, texts, prompt="", max_seq_length=None)
+
+    with script_server(SERVICE, str(tmp_path / "requests.jsonl")) as port:
+        url = f"http://127.0.0.1:{port}/v1"
+        ours = {metric: judge(metric, EDGES, http_ask(url), embed) for metric in LLM_METRICS}
+        theirs = asyncio.run(ragas_scores(url, str(model.path), EDGES))
+    for metric in LLM_METRICS:
+        assert all(j.error is None for j in ours[metric]), (metric, [j.error for j in ours[metric]])
+        assert [j.value for j in ours[metric]] == pytest.approx(theirs[metric], abs=1e-6), metric
+    relevancy = ours["answer_relevancy"]
+    assert relevancy[0].value == 0.0 and relevancy[0].detail["dropped_empty"] == 3  # no question left
+    assert relevancy[1].value > 0 and relevancy[1].detail["dropped_empty"] == 1
+    assert len(relevancy[1].detail["questions"]) == 2
+    factual = ours["factual_correctness"]
+    assert factual[0].value == 0.0 and factual[0].detail["answer_claims"] == []  # no claims in the answer
+    assert factual[1].detail["reference_claims"] == [] and factual[1].value == theirs["factual_correctness"][1]

@@ -115,7 +115,10 @@ def test_report_html_escapes_dataset_text_and_inlines_every_plot(demo: tuple[Dat
     assert [a.get("type") for tag, a in elements.found if tag == "script"] == ["application/json", None]
     assert not [(tag, a) for tag, a in elements.found if any(k.startswith("on") for k in a)]
     assert not [a for tag, a in elements.found if tag == "a" and "javascript" in (a.get("href") or "")]
-    assert "&lt;script&gt;window.__pwned = 3&lt;/script&gt;" in page  # report.md's snippets: shown as text
+    # report.md's snippets: shown as text, word by word
+    hostile = '<span class="w">&lt;script&gt;window.__pwned</span> <span class="w">=</span> '
+    hostile += '<span class="w">3&lt;/script&gt;'
+    assert hostile in page
     data = page.split('<script type="application/json" id="irflow-data">')[1].split("</script>")[0]
     assert "<" not in data and HOSTILE_QUERY in json.loads(data)["queries"][0]["text"]
     plots = sorted(p.name for p in (out / "plots").glob("*.png"))
@@ -148,6 +151,10 @@ def test_report_html_in_chromium(demo: tuple[Dataset, Path], tmp_path: Path) -> 
             first = page.locator("#report h1 + p")
             assert first.inner_text().startswith("Verdict. ") and " on nDCG@10" in first.inner_text()
             assert too_wide(page) == []
+            # no token of any table breaks at 1,280 px: numbers, ids, metric names, labels, snippets' words
+            cells = page.locator("#report td, #report th, #queries td, #queries th, #rankings td, #qmetrics td")
+            assert cells.count() > 500
+            assert broken_tokens(page) == []
             images = page.locator("#report img")
             assert images.count() == len(list((out / "plots").glob("*.png")))
             assert all(page.evaluate("[...document.images].map(i => i.complete && i.naturalWidth > 0)"))
@@ -230,6 +237,40 @@ TOO_WIDE = """() => {
 
 def too_wide(page: Any) -> list[str]:
     return list(page.evaluate(TOO_WIDE))
+
+
+# Every table cell's words, as the browser laid them out: a word (a run of non-space characters of a text
+# node) whose characters sit on two lines is broken; a cell not marked as prose (class p) takes one line.
+# Lines are told apart by the top of each piece's box, 8 px apart or more (code and bold on one line differ
+# by a pixel or two).
+BROKEN_TOKENS = """() => {
+  const out = [];
+  const lines = tops => {
+    const sorted = [...tops].sort((a, b) => a - b);
+    return sorted.filter((t, i) => i === 0 || t - sorted[i - 1] >= 8).length;
+  };
+  for (const c of document.querySelectorAll('td, th')) {
+    const walker = document.createTreeWalker(c, NodeFilter.SHOW_TEXT), all = [];
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      const re = /\\S+/g;
+      let m;
+      while ((m = re.exec(n.data))) {
+        const r = document.createRange();
+        r.setStart(n, m.index);
+        r.setEnd(n, m.index + m[0].length);
+        const tops = [...r.getClientRects()].filter(x => x.width > 0).map(x => x.top);
+        if (lines(tops) > 1) out.push(c.tagName + ' word ' + m[0]);
+        all.push(...tops);
+      }
+    }
+    if (!c.classList.contains('p') && lines(all) > 1) out.push(c.tagName + ' cell ' + c.textContent);
+  }
+  return out;
+}"""
+
+
+def broken_tokens(page: Any) -> list[str]:
+    return list(page.evaluate(BROKEN_TOKENS))
 
 
 def _get(url: str) -> Any:
@@ -333,9 +374,26 @@ def test_the_mlflow_run_list_shows_the_headline_and_report_html(
             assert frame.locator("#report h1 + p").inner_text().startswith("Verdict. ")
             inner = next(f for f in page.frames if f != page.main_frame and f.query_selector("#report"))
             assert too_wide(inner) == []  # nothing clipped by the viewer's frame: wide tables scroll in their box
+            assert broken_tokens(inner) == []  # and no table breaks a token there either
             page.screenshot(path=str(folder / "mlflow_report_html.png"))
         finally:
             browser.close()
+
+
+def test_long_cells_wrap_between_words_only() -> None:
+    """report.md's tables in HTML: a short cell stays whole (the CSS keeps it on one line); a long cell of
+    words is prose (class p) with each word in a span that never breaks, its text escaped."""
+    from irflow.tasks.report.html import html_report
+
+    markdown = (
+        "| label | snippet |\n|---|---|\n"
+        "| hybrid:bm25+dense:all-MiniLM-L6-v2 | Paging through <results>: offset-versus-scroll `td-doc-1` |\n"
+    )
+    page = html_report({"dataset": {"name": "x", "split": "test"}}, markdown, {})
+    assert "<td>hybrid:bm25+dense:all-MiniLM-L6-v2</td>" in page
+    assert '<td class="p"><span class="w">Paging</span> <span class="w">through</span> ' in page
+    words = '<span class="w">&lt;results&gt;:</span> <span class="w">offset-versus-scroll</span> <code>td-doc-1</code>'
+    assert words in page
 
 
 def test_report_html_without_the_dataset_keeps_ids_and_numbers(demo: tuple[Dataset, Path], tmp_path: Path) -> None:
@@ -354,3 +412,35 @@ def test_report_html_without_the_dataset_keeps_ids_and_numbers(demo: tuple[Datas
     assert data["segments"] == [] and data["grades"] == {} and data["snippets"] == {}
     assert len(data["queries"]) == len(dataset.queries) and {q["text"] for q in data["queries"]} == {""}
     assert all(len(data["rankings"][q["id"]]) == len(SYSTEMS) for q in data["queries"])
+
+
+def test_rag_and_ab_reports_lead_with_the_verdict_in_the_blue_box(tmp_path: Path) -> None:
+    """report.html of a RAG evaluation (docs/rag.md's shipped answers files) and of an A/B test: the blue box
+    under the title holds the verdict the API and the terminal say; no table breaks a token, nothing is too
+    wide, no negative zero, readable configuration keys."""
+    import importlib.resources
+
+    from support.abtest import simulate_log
+
+    from irflow.api.abtest import abtest
+    from irflow.api.rag import evaluate_rag
+
+    sync_api = require_browser()
+    examples = Path(str(importlib.resources.files("irflow.datasets"))) / "techdocs" / "examples"
+    rag = evaluate_rag("techdocs", answers=[examples / "pipeline-a.jsonl", examples / "pipeline-b.jsonl"])
+    ab = abtest(simulate_log(7, users=800, effect=0.05, arms=("old", "new")), control="old")
+    pages = {"rag": (rag.save(tmp_path / "rag"), rag.verdict), "ab": (ab.save(tmp_path / "ab"), ab.verdict)}
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            for name, (folder, verdict) in pages.items():
+                page.goto((folder / "report.html").as_uri())
+                box = page.locator("#report > p").first
+                assert box.inner_text() == "Verdict. " + verdict.replace("`", ""), name
+                assert box.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(238, 246, 255)", name
+                assert broken_tokens(page) == [] and too_wide(page) == [], name
+                text = page.locator("#report").inner_text()
+                assert "-0.0000" not in text and "generator_" not in text and "answers_file" not in text, name
+        finally:
+            browser.close()

@@ -67,6 +67,15 @@ def irflow(*args: str, env: dict[str, str], timeout: float = 600, cwd: Path = RO
     return subprocess.CompletedProcess(command, code, out.getvalue(), err.getvalue())
 
 
+def printed_verdict(stdout: str) -> str:
+    """The verdict a command printed last before its result folder (``Verdict: ...``), unwrapped."""
+    head, found, _ = stdout.rpartition("\nresults: ")
+    assert found, stdout[-2000:]
+    lead, found, verdict = head.rpartition("Verdict: ")
+    assert found and "\n\n" not in verdict.strip(), stdout[-2000:]
+    return " ".join(verdict.split())
+
+
 def drain_prefect_workers() -> None:
     """Send Prefect's queued logs and events (of commands run in this process) while the server listens."""
     from irflow.flows.prefect_api import _drain_prefect_workers

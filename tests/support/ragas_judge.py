@@ -6,13 +6,14 @@ one JSON line to LOG: which side asked (``ragas`` or ``irflow``) and the step.
 
 It answers from one deterministic oracle, whoever asks:
 
-* statements / claims of a text = its sentences;
+* statements of a text = its sentences; its claims = its sentences with a content word (so "Yes." has none);
 * a statement is supported by (inferable from, attributable to) a text iff every content word of the
   statement (4+ letters, lower-cased) occurs in the text;
 * a context is useful for a reference iff they share at least 2 content words;
 * the questions for an answer: "what is W?" for its k-th content word W, the k-th time that answer is asked
   about (ragas asks 3 times, irflow once for 3): the same three questions either way, whatever the order;
-  noncommittal iff the answer says "not sure", and for the second question also iff it says "perhaps".
+  noncommittal iff the answer says "not sure", and for the second question also iff it says "perhaps";
+  the question is empty for an answer without content words, and the first one for an answer saying "blank".
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def supported(statement: str, premise: str) -> int:
 def question(answer: str, k: int) -> dict[str, Any]:
     content = sorted(words(answer))
     noncommittal = "not sure" in answer or (k == 1 and "perhaps" in answer)
-    return {"question": f"what is {content[k % len(content)]}?", "noncommittal": int(noncommittal)}
+    empty = not content or (k == 0 and "blank" in answer.lower())
+    return {"question": "" if empty else f"what is {content[k % len(content)]}?", "noncommittal": int(noncommittal)}
 
 
 def verdicts(statements: list[str], premise: str, key: str = "verdict") -> list[dict[str, Any]]:
@@ -67,7 +69,7 @@ def reply(side: str, step: str, data: dict[str, Any]) -> dict[str, Any]:
     if step == "statements":
         return {"statements": sentences(data["answer"])}
     if step == "claims":
-        return {"claims": sentences(data["response" if side == "ragas" else "text"])}
+        return {"claims": [c for c in sentences(data["response" if side == "ragas" else "text"]) if words(c)]}
     if step == "nli":
         return {"statements" if side == "ragas" else "verdicts": verdicts(data["statements"], data["context"])}
     if step == "question":  # ragas: one question a call

@@ -14,6 +14,7 @@ from irflow.tasks.core.config import irflow_version
 from irflow.tasks.online.abtest import METRICS
 from irflow.tasks.report.format import format_p, md_table, num, signed
 from irflow.tasks.report.html import html_report
+from irflow.tasks.report.recommendations import VERDICT_LEAD
 
 
 def _interval(ci: list[float], digits: int = 4) -> str:
@@ -24,7 +25,7 @@ def _srm_lines(ab: Mapping[str, Any]) -> list[str]:
     srm, unit = ab["srm"], ab["unit"]
     counts = f"{srm['control_units']:,} units ({unit}) in {ab['control']}"
     counts += f", {srm['treatment_units']:,} in {ab['treatment']}"
-    share = f"treatment share {srm['observed_share']:.4f}, planned {srm['expected_share']:.4f}"
+    share = f"treatment share {num(srm['observed_share'])}, planned {num(srm['expected_share'])}"
     if srm["mismatch"]:
         return [
             f"> **Sample-ratio mismatch (chi-square p = {srm['p_value']:.2g} < 0.001): the comparison below is "
@@ -35,10 +36,35 @@ def _srm_lines(ab: Mapping[str, Any]) -> list[str]:
     return [f"Sample ratio: {counts} ({share}); chi-square p = {format_p(srm['p_value'])}, no mismatch.", ""]
 
 
-def markdown(document: Mapping[str, Any]) -> str:
-    """report.md of an A/B test (``document``: metrics.json)."""
+PRIMARY = "ctr"  # the A/B verdict's metric: clicks per query shown
+
+
+def abtest_verdict(document: Mapping[str, Any]) -> str:
+    """One sentence: which arm wins on the primary metric (ctr) and whether the sample-ratio check makes it
+    untrustworthy: the first line of report.md, the last of the terminal (``ABTest.verdict`` says it)."""
     ab = document["abtest"]
-    lines = [f"# A/B test: {Path(ab['log']).name}", ""]
+    m, srm = ab["metrics"][PRIMARY], ab["srm"]
+    figures = (
+        f"{PRIMARY} {num(m['control'])} -> {num(m['treatment'])}, difference {signed(m['difference'])} "
+        f"{_interval(m['ci'])}, p = {m['p_value']:.3g}"
+    )
+    if m["p_value"] < 0.05 and m["difference"] != 0:
+        winner = f"{ab['treatment']} (treatment)" if m["difference"] > 0 else f"{ab['control']} (control)"
+        said = f"{winner} wins on {PRIMARY} ({figures})"
+    else:
+        said = f"Neither arm ({ab['control']}, {ab['treatment']}) wins on {PRIMARY} at α = 0.05 ({figures})"
+    if srm["mismatch"]:
+        return (
+            f"{said}, but a sample-ratio mismatch (p = {srm['p_value']:.3g}, {int(srm['control_units']):,} vs "
+            f"{int(srm['treatment_units']):,} units) makes the comparison untrustworthy."
+        )
+    return f"{said}; the sample ratio is as planned (p = {srm['p_value']:.3g})."
+
+
+def markdown(document: Mapping[str, Any]) -> str:
+    """report.md of an A/B test (``document``: metrics.json): the verdict first."""
+    ab = document["abtest"]
+    lines = [f"# A/B test: {Path(ab['log']).name}", "", VERDICT_LEAD + abtest_verdict(document), ""]
     lines += _srm_lines(ab)
     queries = ", ".join(f"{arm} {n:,}" for arm, n in ab["queries"].items())
     lines += [
@@ -62,7 +88,7 @@ def markdown(document: Mapping[str, Any]) -> str:
                 format_p(m["p_value"]),
                 f"{m['relative']:+.2%}",
                 _interval(m["per_impression_ci"]),
-                f"{m['design_effect']:.2f}",
+                f"{num(m['design_effect'], 2)}",
             ]
         )
     lines += md_table(
@@ -144,4 +170,4 @@ def write_abtest(
     return document
 
 
-__all__ = ["markdown", "write_abtest"]
+__all__ = ["PRIMARY", "abtest_verdict", "markdown", "write_abtest"]

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from irflow.tasks.online.interleave import Outcome
+from irflow.tasks.report.format import num, signed
+from irflow.tasks.report.recommendations import VERDICT_LEAD
 from irflow.tasks.systems.labels import labels_of
 
 
@@ -56,6 +58,30 @@ def interleave_metrics(document: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def interleave_verdict(document: Mapping[str, Any]) -> str:
+    """Which system users prefer, or "no preference" said plainly: the first line of report.md, the last
+    of the terminal (``Interleaving.verdict`` says this sentence)."""
+    block = document["interleave"]
+    labels = side_labels(block)
+    a, b = labels["A"], labels["B"]
+    o = block["outcome"]
+    counts = f"{int(o['wins']):,} A wins, {int(o['ties']):,} ties, {int(o['losses']):,} B wins"
+    counts += f" over {int(o['impressions']):,}"
+    if block.get("identical_rankings"):
+        return (
+            f"No preference: {a} and {b} rank every query alike (top {block.get('depth')}), so no number of "
+            "queries could tell them apart."
+        )
+    if block.get("prefers"):
+        return (
+            f"Users prefer {label_of(block, block['prefers'])} (A = {a}, B = {b}: {counts}; "
+            f"p = {o['p_value']:.3g} < α = {o['alpha']})."
+        )
+    if o["impressions"] and o["ties"] == o["impressions"]:
+        return f"No preference: {a} and {b} tie on every impression (identical clicks for both teams)."
+    return f"No preference at α = {o['alpha']} between {a} and {b} ({counts}; p = {o['p_value']:.3g})."
+
+
 def interleave_markdown(document: Mapping[str, Any]) -> str:
     """report.md of an interleaving experiment."""
     block = document["interleave"]
@@ -68,26 +94,21 @@ def interleave_markdown(document: Mapping[str, Any]) -> str:
         else f"{block['dataset']['name']} ({block['dataset']['split']}), {o['impressions']:,} simulated users, "
         f"click model `{block['click_model']['kind']}`, top {block['depth']}, seed {block['seed']}"
     )
-    verdict = (
-        f"**Users prefer `{label_of(block, block['prefers'])}`** (p = {o['p_value']:.3g} < α = {o['alpha']})."
-        if block["prefers"]
-        else f"No preference at α = {o['alpha']} (p = {o['p_value']:.3g})."
-    )
     lines = [
         f"# Interleaving: `{a}` (A) vs `{b}` (B)",
         "",
-        f"Team-draft interleaving (Radlinski, Kurup & Joachims 2008) on {where}.",
+        VERDICT_LEAD + interleave_verdict(document),
         "",
         *[
             f"- {side} = `{labels[side]}`" + ("" if labels[side] == spec else f" (spec `{spec}`)")
             for side, spec in block["systems"].items()
         ],
         "",
-        verdict,
+        f"Team-draft interleaving (Radlinski, Kurup & Joachims 2008) on {where}.",
         "",
         "| impressions | A wins | ties | B wins | Δ_AB | p (sign test) |",
         "|---:|---:|---:|---:|---:|---:|",
-        f"| {o['impressions']:,} | {o['wins']:,} | {o['ties']:,} | {o['losses']:,} | {o['delta_ab']:+.4f} "
+        f"| {o['impressions']:,} | {o['wins']:,} | {o['ties']:,} | {o['losses']:,} | {signed(o['delta_ab'])} "
         f"| {o['p_value']:.3g} |",
         "",
         "Δ_AB = (A wins + ½ ties) / impressions − ½ (Chapelle et al. 2012); the two-sided exact sign test "
@@ -97,14 +118,14 @@ def interleave_markdown(document: Mapping[str, Any]) -> str:
     if block.get("offline"):
         lines += ["Offline, on the dataset's judgements:", ""]
         lines += [
-            f"- `{label_of(block, s)}`: " + ", ".join(f"{m} {v:.4f}" for m, v in ms.items())
+            f"- `{label_of(block, s)}`: " + ", ".join(f"{m} {num(v)}" for m, v in ms.items())
             for s, ms in block["offline"].items()
         ]
         lines += [""]
     if block.get("ctr"):
         lines += [
-            f"Click-through rate of each system's own list on the same users: A {block['ctr']['A']:.4f}, "
-            f"B {block['ctr']['B']:.4f}.",
+            f"Click-through rate of each system's own list on the same users: A {num(block['ctr']['A'])}, "
+            f"B {num(block['ctr']['B'])}.",
             "",
         ]
     sizes = block.get("queries_to_detect")
@@ -114,7 +135,7 @@ def interleave_markdown(document: Mapping[str, Any]) -> str:
             "",
             f"Smallest number of queries with power ≥ {sizes['power']:.0%} at α = {sizes['alpha']} in the "
             f"population's direction ({sizes['replicates']} seeded experiments per size, drawn from the "
-            f"simulated users; sizes grow by {sizes['grid_step']:.3f}×):",
+            f"simulated users; sizes grow by {num(sizes['grid_step'], 3)}×):",
             "",
             "| test | prefers | queries needed |",
             "|---|---|---:|",
@@ -124,9 +145,16 @@ def interleave_markdown(document: Mapping[str, Any]) -> str:
             n = f"{found['queries']:,}" if found["queries"] is not None else "more than searched"
             lines.append(f"| {label} | {labels.get(found['prefers'] or '', '-')} | {n} |")
         if sizes.get("ratio"):
-            lines += ["", f"The A/B test needs {sizes['ratio']:.1f}× the queries interleaving needs."]
+            lines += ["", f"The A/B test needs {num(sizes['ratio'], 1)}× the queries interleaving needs."]
         lines.append("")
     return "\n".join(lines)
 
 
-__all__ = ["interleave_document", "interleave_markdown", "interleave_metrics", "label_of", "side_labels"]
+__all__ = [
+    "interleave_document",
+    "interleave_markdown",
+    "interleave_metrics",
+    "interleave_verdict",
+    "label_of",
+    "side_labels",
+]

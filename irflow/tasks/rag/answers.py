@@ -4,7 +4,7 @@ An answers file is JSON Lines, one object per query::
 
     {"query_id": "q1", "answer": "...", "contexts": [{"doc_id": "d3"}, {"text": "..."}], "reference": "..."}
 
-``contexts`` are in the order the generator saw them; a ``doc_id`` context takes its text from the
+``contexts`` are in the order the generator saw them; a ``doc_id`` context takes its title and text from the
 corpus (a given ``text`` wins), a ``text`` one is free text retrieved elsewhere. ``reference`` (a reference
 answer) is optional. Validated as ``run:`` files are: a malformed line fails naming ``file:line`` and what
 was expected; queries and documents the dataset does not know are counted and named, and left out.

@@ -16,9 +16,10 @@
 Every step of every answer goes to the judge in one batch per round (faithfulness and factual correctness
 take two rounds). A reply that cannot be parsed is asked again once with a format reminder; if that fails
 too, or the call failed, or an input is missing, the sample's value is None and ``error`` says why (never
-NaN, never a 0 or 1 stand-in). irflow also names what ragas scores silently: no statements or claims
-(ragas: NaN or 0), a reply with fewer verdicts than statements, or other than ``STRICTNESS`` questions (ragas:
-scored on what came back).
+NaN, never a 0 or 1 stand-in). irflow also names what ragas scores silently: no statements (ragas: NaN), a
+reply with fewer verdicts than statements, or other than ``STRICTNESS`` questions (ragas: scored on what came
+back). At the edges it scores as ragas 0.4.3 does: an empty generated question is dropped (no question left:
+0), and a text without claims counts no claim in ``factual_correctness`` (no claims in the answer: 0).
 """
 
 from __future__ import annotations
@@ -199,7 +200,7 @@ def _answer_relevancy(answers: Sequence[Answer], ask: Ask, embed: Embed | None) 
     texts: list[str] = []
     spans: list[tuple[int, int]] = []
     for answer, got in zip(answers, replies, strict=True):
-        asked = [q.question for q in got.value.questions] if got.error is None else []
+        asked = [q.question for q in _kept(got)]
         spans.append((len(texts), len(asked)))
         if asked:
             texts.extend([answer.question, *asked])
@@ -209,16 +210,28 @@ def _answer_relevancy(answers: Sequence[Answer], ask: Ask, embed: Embed | None) 
         if got.error is not None:
             out.append(Judged(None, got.error))
             continue
+        kept = _kept(got)
+        dropped = len(got.value.questions) - len(kept)
+        if not kept:  # ragas: no question generated scores 0.0
+            out.append(Judged(0.0, None, {"questions": [], "dropped_empty": dropped, "noncommittal": False}))
+            continue
         question, generated = vectors[start], vectors[start + 1 : start + 1 + count]
         cosine = generated @ question / (np.linalg.norm(generated, axis=1) * np.linalg.norm(question))
-        noncommittal = all(q.noncommittal for q in got.value.questions)
+        noncommittal = all(q.noncommittal for q in kept)
         rows = [
             {"question": q.question, "noncommittal": bool(q.noncommittal), "similarity": float(c)}
-            for q, c in zip(got.value.questions, cosine, strict=True)
+            for q, c in zip(kept, cosine, strict=True)
         ]
         value = 0.0 if noncommittal else float(cosine.mean())
-        out.append(Judged(value, None, {"questions": rows, "noncommittal": noncommittal}))
+        detail = {"questions": rows, "noncommittal": noncommittal} | ({"dropped_empty": dropped} if dropped else {})
+        out.append(Judged(value, None, detail))
     return out
+
+
+def _kept(got: _Got) -> list[Any]:
+    """The generated questions ragas 0.4.3 keeps: an empty one is dropped with its noncommittal flag
+    (``if result.question:``), so it counts neither in the mean similarity nor in "all noncommittal"."""
+    return [q for q in got.value.questions if q.question] if got.error is None else []
 
 
 def average_precision(verdicts: Sequence[int]) -> float:
@@ -287,30 +300,33 @@ def _factual_correctness(answers: Sequence[Answer], ask: Ask) -> list[Judged]:
     decomposed = _ask(ask, [_Call(CLAIMS, render(CLAIMS, text=t)) for pair in texts for t in pair])
     out: list[Judged | None] = [None] * len(answers)
     calls: list[_Call] = []
-    where: list[int] = []
+    where: list[tuple[int, int]] = []  # (answer, side): side 0 = the answer's claims against the reference
     for i, (answer_text, reference) in enumerate(texts):
         own, ref = decomposed[2 * i], decomposed[2 * i + 1]
         failed = own.error or ref.error
         if failed is not None:
             out[i] = Judged(None, failed)
-        elif not own.value.claims or not ref.value.claims:
-            which = "answer" if not own.value.claims else "reference"
-            out[i] = Judged(None, f"the judge found no claims in the {which}")
-        else:
-            calls.append(_Call(NLI, render(NLI, context=reference, statements=own.value.claims), len(own.value.claims)))
-            calls.append(
-                _Call(NLI, render(NLI, context=answer_text, statements=ref.value.claims), len(ref.value.claims))
-            )
-            where.append(i)
-    verified = _ask(ask, calls)
-    for n, i in enumerate(where):
-        precise, recalled = verified[2 * n], verified[2 * n + 1]
-        failed = precise.error or recalled.error
+            continue
+        # a side without claims is verified by no call and counts nothing, as ragas 0.4.3 does
+        # (``_decompose_and_verify_claims`` returns an empty array): no claims in the answer scores 0
+        for side, (claims, premise) in enumerate(((own.value.claims, reference), (ref.value.claims, answer_text))):
+            if claims:
+                calls.append(_Call(NLI, render(NLI, context=premise, statements=claims), len(claims)))
+                where.append((i, side))
+    verified = dict(zip(where, _ask(ask, calls), strict=True))
+    for i in range(len(answers)):
+        if out[i] is not None:
+            continue
+        got = [verified.get((i, side)) for side in (0, 1)]
+        failed = next((g.error for g in got if g is not None and g.error is not None), None)
         if failed is not None:
             out[i] = Judged(None, failed)
             continue
-        answer_rows = _verdict_rows(decomposed[2 * i].value.claims, precise.value)
-        reference_rows = _verdict_rows(decomposed[2 * i + 1].value.claims, recalled.value)
+        rows = [
+            _verdict_rows(decomposed[2 * i + side].value.claims, g.value) if g is not None else []
+            for side, g in enumerate(got)
+        ]
+        answer_rows, reference_rows = rows
         tp = sum(r["supported"] for r in answer_rows)
         fp = len(answer_rows) - tp
         fn = sum(not r["supported"] for r in reference_rows)
@@ -318,7 +334,7 @@ def _factual_correctness(answers: Sequence[Answer], ask: Ask) -> list[Judged]:
         detail = {
             "answer_claims": answer_rows,
             "reference_claims": reference_rows,
-            "precision": tp / (tp + fp),
+            "precision": tp / (tp + fp) if tp + fp else 0.0,
             "recall": tp / (tp + fn) if tp + fn else 0.0,
             "f1": f1,
         }

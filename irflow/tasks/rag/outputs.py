@@ -29,6 +29,7 @@ from irflow.tasks.rag.score import Configuration, Scores
 from irflow.tasks.report.calibration import calibration_text
 from irflow.tasks.report.format import md_table, num, signed
 from irflow.tasks.report.html import html_report
+from irflow.tasks.report.recommendations import VERDICT_LEAD
 from irflow.tasks.report.write import dataset_summary
 from irflow.tasks.systems.labels import labels_of
 
@@ -71,6 +72,7 @@ def write_rag_outputs(
         "irflow_version": irflow_version(),
         **extra,
     }
+    document["verdict"] = rag_verdict(document, comparisons)  # what report.md leads with and the terminal ends on
     grades = {
         (str(q), str(d)): int(g) for q, d, g in dataset.qrels[["query_id", "doc_id", "relevance"]].itertuples(False)
     }
@@ -163,7 +165,7 @@ def answers_section(
         lines += ["### LLM calls and cost", ""]
         rows = [
             [stage, u["calls"], u["cached"], u["failed"], u["prompt_tokens"] + u["completion_tokens"],
-             u.get("tokens_counted_by") or "–", f"${u['usd']:.4f}"]
+             u.get("tokens_counted_by") or "–", f"${num(u['usd'])}"]
             for stage, u in usage.items()
         ]  # fmt: skip
         lines += md_table(["stage", "calls", "cached", "failed", "tokens", "counted by", "USD"], rows, "lrrrrlr")
@@ -233,6 +235,83 @@ def examples(
     return lines
 
 
+def rag_verdict(document: Mapping[str, Any], comparisons: pd.DataFrame) -> str:
+    """One sentence: the best configuration on the headline (first) metric and its difference to the baseline
+    with the interval and the Holm-adjusted p; with human verdicts, the calibrated figures too. report.md's
+    first paragraph, the terminal's last line (``RagEvaluation.verdict`` says it)."""
+    metric = document["measures"][0]
+    label = config_labels(document)  # as the terminal's table names them
+    means = {
+        label.get(c, c): block[metric]["mean"]
+        for c, block in document["summary"].items()
+        if block[metric].get("mean") is not None
+    }
+    base = label.get(document["baseline"], document["baseline"])
+    if len(comparisons):
+        comparisons = comparisons.assign(candidate=[label.get(c, c) for c in comparisons["candidate"]])
+    if not means:
+        return f"No configuration has a value of {metric}: every sample failed (see failures)."
+    best = max(means, key=lambda c: means[c])
+    calibrated = _calibrated_verdict(document, metric)
+    if len(document["configurations"]) < 2:
+        return f"On {metric}, {best} scores {num(means[best])}; nothing to compare: one configuration.{calibrated}"
+    rows = comparisons[comparisons["metric"] == metric].set_index("candidate") if len(comparisons) else None
+    if best == base:
+        others = [c for c in means if c != base and rows is not None and c in rows.index]
+        said = f"On {metric}, no configuration beats the baseline {base} ({num(means[base])})"
+        if not others or rows is None:
+            return f"{said}.{calibrated}"
+        near = max(others, key=lambda c: means[c])
+        return f"{said}; the closest, {near}, is {_difference(rows.loc[near])}.{calibrated}"
+    said = f"On {metric}, {best} scores highest: {num(means[best])} vs {num(means[base])} for the baseline {base}"
+    if rows is None or best not in rows.index:
+        return f"{said}.{calibrated}"
+    return f"{said}, {_difference(rows.loc[best])}.{calibrated}"
+
+
+def _difference(r: Any) -> str:
+    """``+0.0523 (95% CI [0.0000, +0.1075], Holm-adjusted p = 0.031: significant)``."""
+    held = "significant" if bool(r["significant"]) else "not significant"
+    return (
+        f"{signed(r['delta'])} (95% CI [{signed(r['ci_low'])}, {signed(r['ci_high'])}], "
+        f"Holm-adjusted p = {r['p_adjusted']:.3g}: {held} at α = 0.05)"
+    )
+
+
+def _calibrated_verdict(document: Mapping[str, Any], metric: str) -> str:
+    """With human verdicts: the calibrated best and its difference to the baseline (PPI++), as a sentence."""
+    blocks = {c: b[metric] for c, b in (document.get("calibrated") or {}).items() if metric in b}
+    if not blocks:
+        return ""
+    label = config_labels(document)
+    best = max(blocks, key=lambda c: blocks[c]["estimate"])
+    b = blocks[best]
+    text = (
+        f" Calibrated by human verdicts (PPI++): {label[best]} {num(b['estimate'])} "
+        f"[{num(b['ci'][0])}, {num(b['ci'][1])}] (judge only {num(b['judge_only'])})"
+    )
+    if d := b.get("difference"):
+        text += (
+            f", {signed(d['estimate'])} [{signed(d['ci'][0])}, {signed(d['ci'][1])}] against the baseline "
+            f"{label[document['baseline']]}: {d['conclusion']}"
+        )
+    return text + "."
+
+
+READABLE = {"generator_spec": "generator", "answers_file": "answers file", "k": "top k", "system": "system"}
+
+
+def describe_configuration(identity: Mapping[str, Any]) -> str:
+    """A configuration's identity for people: ``generator: extractive; system: bm25; top k: 5``."""
+    shown = []
+    for key, value in identity.items():
+        if value is None or key == "generator_kind" and "generator_spec" in identity:
+            continue  # the kind is the spec's first word
+        name = READABLE.get(key) or key.removeprefix("generator_").replace("_", " ")
+        shown.append(f"{name}: {value}")
+    return "; ".join(shown)
+
+
 def report_markdown(
     document: Mapping[str, Any],
     configs: Sequence[Configuration],
@@ -243,11 +322,11 @@ def report_markdown(
     """report.md of a RAG evaluation: what was evaluated, then the "Answers" section."""
     ds = document["dataset"]
     lines = [f"# RAG evaluation: {ds['name']} ({ds['split']})", ""]
+    lines += [VERDICT_LEAD + rag_verdict(document, comparisons), ""]
     label = config_labels(document)
     for name, identity in document["configurations"].items():
-        described = ", ".join(f"{k} {v}" for k, v in identity.items() if v is not None)
         spec = "" if label[name] == name else f"spec `{name}`; "
-        lines.append(f"- `{label[name]}`: {spec}{described}")
+        lines.append(f"- `{label[name]}`: {spec}{describe_configuration(identity)}")
     skipped = document.get("answers_file_problems") or {}
     for config, problems in skipped.items():
         for what, p in problems.items():

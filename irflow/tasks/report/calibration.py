@@ -12,7 +12,7 @@ from irflow.tasks.compare.calibration import calibrate_systems
 from irflow.tasks.core.ids import check_known
 from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.metrics import evaluate
-from irflow.tasks.report.format import md_table
+from irflow.tasks.report.format import md_table, num, signed
 
 HALF_WIDTH = 0.02  # the target half-width the labels-needed figure is for
 
@@ -41,7 +41,8 @@ def calibration_block(
 
 def _interval(block: Mapping[str, Any], sign: str = "") -> str:
     """``estimate [low, high]``; ``sign="+"`` for a difference."""
-    return f"{block['estimate']:{sign}.4f} [{block['ci'][0]:{sign}.4f}, {block['ci'][1]:{sign}.4f}]"
+    show = signed if sign == "+" else num
+    return f"{show(block['estimate'])} [{show(block['ci'][0])}, {show(block['ci'][1])}]"
 
 
 def calibration_section(document: Mapping[str, Any]) -> list[str]:
@@ -57,15 +58,20 @@ def calibration_section(document: Mapping[str, Any]) -> list[str]:
                 [
                     f"`{system}`",
                     metric,
-                    f"{b['judge_only']:.4f}",
+                    f"{num(b['judge_only'])}",
                     _interval(b),
-                    f"{b['lambda']:.2f}",
+                    f"{num(b['lambda'], 2)}",
                     "not reachable" if needed is None else f"{needed:,}",
                 ]
             )
             if d := b.get("difference"):
                 differences.append(
-                    [f"`{system}`", metric, f"{d['judge_only']:+.4f} ({d['judge_only_conclusion']})", _interval(d, "+")]
+                    [
+                        f"`{system}`",
+                        metric,
+                        f"{signed(d['judge_only'])} ({d['judge_only_conclusion']})",
+                        _interval(d, "+"),
+                    ]
                     + [d["conclusion"] + ("" if d["conclusion"] == d["judge_only_conclusion"] else " **(differs)**")]
                 )
     first = next(iter(next(iter(blocks.values())).values()))
@@ -123,8 +129,8 @@ def calibration_text(document: Mapping[str, Any]) -> str:
         for metric, b in metrics.items():
             needed = "not reachable" if b["labels_needed"] is None else f"{b['labels_needed']:,} needed"
             lines.append(
-                f"  {system} {metric}: judge only {b['judge_only']:.4f}, calibrated {_interval(b)} "
-                f"(λ {b['lambda']:.2f}, {b['n_human']} human-judged, {needed})"
+                f"  {system} {metric}: judge only {num(b['judge_only'])}, calibrated {_interval(b)} "
+                f"(λ {num(b['lambda'], 2)}, {b['n_human']} human-judged, {needed})"
             )
     lines += [f"note: {note}" for note in about.get("notes", [])]
     return "\n".join(lines)

@@ -10,15 +10,26 @@ from irflow.tasks.compare.significance import format_p
 
 
 def num(x: Any, digits: int = 4) -> str:
+    """``x`` with ``digits`` decimals; a value that rounds to zero prints unsigned (never ``-0.0000``)."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
     if isinstance(x, float) and math.isinf(x):
         return "∞" if x > 0 else "-∞"
-    return f"{x:.{digits}f}"
+    return f"{_no_negative_zero(x, digits):.{digits}f}"
 
 
 def signed(x: float, digits: int = 4) -> str:
-    return num(x, digits) if not math.isfinite(x) else f"{x:+.{digits}f}"
+    """``x`` with its sign (``+0.1075``, ``-0.0274``); a value that rounds to zero prints ``0.0000``, no sign."""
+    if not math.isfinite(x):
+        return num(x, digits)
+    if _no_negative_zero(x, digits) == 0:
+        return num(0.0, digits)
+    return f"{x:+.{digits}f}"
+
+
+def _no_negative_zero(x: Any, digits: int) -> Any:
+    """0.0 for a number that rounds to zero at ``digits`` decimals (-0.00001 would print ``-0.0000``)."""
+    return 0.0 if isinstance(x, float | int) and round(float(x), digits) == 0 else x
 
 
 def mark(row: Any) -> str:

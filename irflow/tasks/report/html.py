@@ -16,11 +16,13 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+from markdown_it.token import Token
 
 from irflow.tasks.compare import analysis
 from irflow.tasks.report.data import ReportData
@@ -101,6 +103,9 @@ def _markdown_html(markdown: str, plots: Mapping[str, bytes]) -> str:
 
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
     tokens = md.parse(markdown)
+    for opening, inline in zip(tokens, tokens[1:]):
+        if opening.type in ("th_open", "td_open") and inline.type == "inline":
+            _keep_words(opening, inline)
     for token in tokens:
         for child in token.children or []:
             if child.type == "image":
@@ -111,6 +116,30 @@ def _markdown_html(markdown: str, plots: Mapping[str, bytes]) -> str:
                     child.attrSet("src", "")  # a missing plot: no request for it
     rendered = str(md.renderer.render(tokens, md.options, {}))
     return rendered.replace("<table>", '<div class="scroll"><table>').replace("</table>", "</table></div>")
+
+
+PROSE = 24  # a cell with more characters than this and a space wraps between its words; others keep one line
+_SPACES = re.compile(r"(\s+)")
+
+
+def _is_prose(text: str) -> bool:
+    return len(text) > PROSE and bool(re.search(r"\s", text.strip()))
+
+
+def _keep_words(opening: Token, inline: Token) -> None:
+    """A table cell whose tokens never break: a short cell stays on one line (the CSS), a long one wraps
+    between words only (class ``p``, each word in a ``<span class="w">`` that never breaks)."""
+    children = inline.children or []
+    if not _is_prose("".join(c.content for c in children)):
+        return
+    opening.attrSet("class", "p")
+    for i, child in enumerate(children):
+        if child.type == "text":
+            words = (
+                part if part.isspace() or not part else f'<span class="w">{html.escape(part, quote=False)}</span>'
+                for part in _SPACES.split(child.content)
+            )
+            children[i] = Token("html_inline", "", 0, content="".join(words))
 
 
 def _json_script(element_id: str, value: Any) -> str:
@@ -189,12 +218,14 @@ def html_report(
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
         f'<main><div id="report">{_markdown_html(markdown, plots)}</div>{interactive}</main>'
-        f"<script>{_JS}</script></body></html>"
+        f"<script>{_JS.replace('@PROSE@', str(PROSE))}</script></body></html>"
     )
 
 
 # Fits 1,280 px and MLflow's artifact frame: the page never scrolls sideways; a table wider than the page
-# scrolls inside its own box (.scroll), long labels and snippets wrap within a cell.
+# scrolls inside its own box (.scroll). No token in a table ever breaks: a cell keeps one line (numbers, ids,
+# metric names, labels), a long one of several words (.p: snippets, query texts, long headers) wraps between
+# its words only, each word kept whole (.w).
 _CSS = """
 *,*::before,*::after{box-sizing:border-box}
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#222;background:#fafafa;overflow-wrap:anywhere}
@@ -203,8 +234,9 @@ main{max-width:1200px;margin:0 auto;padding:1em 1.5em}
 .scroll{max-width:100%;overflow-x:auto;margin:.5em 0 1em}.scroll>table{margin:0}
 .tall{max-height:70vh;overflow-y:auto}
 table{border-collapse:collapse;margin:.5em 0 1em;background:#fff}
-th,td{border:1px solid #ddd;padding:3px 8px;vertical-align:top;max-width:36em;overflow-wrap:anywhere}
-td{min-width:4.5em}
+th,td{border:1px solid #ddd;padding:3px 8px;vertical-align:top;white-space:nowrap;overflow-wrap:normal;
+word-break:keep-all}
+td{min-width:4.5em}th.p,td.p{white-space:normal;min-width:14em;max-width:36em}.w,.p code{white-space:nowrap}
 th{background:#f0f0f0;cursor:pointer;user-select:none}
 th[data-dir=asc]::after{content:" \\25B2"}th[data-dir=desc]::after{content:" \\25BC"}
 img{max-width:100%}code{background:#f0f0f0;padding:0 3px}
@@ -219,6 +251,7 @@ label{display:inline-block;max-width:100%}select{max-width:100%}
 # The page's only code: sorting, filtering and the drill-down. Dataset text goes through textContent.
 _JS = r"""
 (function () {
+  var PROSE = @PROSE@;
   function num(t) {  // a cell's leading number ('0.6715 (-0.0281) ▼', '12.5%', '1,024'), else null
     var m = t.replace(/[*,\s]/g, '').match(/^[-+\u2212]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?/i);
     return m ? parseFloat(m[0].replace('\u2212', '-')) : null;
@@ -248,9 +281,18 @@ _JS = r"""
     if (cls) e.className = cls;
     return e;
   }
+  function cell(tag, v) {  // as the page's Python does: a long cell of words wraps between them only
+    var text = v === undefined || v === null ? '' : String(v);
+    if (text.length <= PROSE || !/\S\s+\S/.test(text)) return el(tag, text);
+    var c = el(tag, null, 'p');
+    text.split(/(\s+)/).forEach(function (part) {
+      c.appendChild(!part || /^\s+$/.test(part) ? document.createTextNode(part) : el('span', part, 'w'));
+    });
+    return c;
+  }
   function row(tag, values, cls) {
     var tr = el('tr', null, cls);
-    values.forEach(function (v) { tr.appendChild(el(tag, v)); });
+    values.forEach(function (v) { tr.appendChild(cell(tag, v)); });
     return tr;
   }
   function f4(v) { return v === null || v === undefined ? '-' : v.toFixed(4); }

@@ -5,7 +5,25 @@ from __future__ import annotations
 
 from irflow.tasks.compare.power import POWER, set_power
 from irflow.tasks.report.data import ReportData
-from irflow.tasks.report.format import num
+from irflow.tasks.report.format import num, signed
+
+
+def nothing_to_compare(system: str, baseline: str, metric: str, mean: float, sd: float) -> str | None:
+    """The sentence ``irflow power`` and ``Power.verdict`` say for a candidate whose per-query differences
+    do not vary (σ_Δ = 0 up to float noise: no test, no effect size, no power to speak of), else None."""
+    if abs(sd) > 1e-12:
+        return None
+    if abs(mean) <= 1e-12:
+        return f"Nothing to compare for {system}: its {metric} equals {baseline}'s on every query"
+    return (
+        f"Nothing to compare for {system}: its {metric} differs from {baseline}'s by exactly {signed(mean)} on "
+        "every query (σ_Δ = 0), a difference no test is needed for"
+    )
+
+
+def only_system(baseline: str, metric: str) -> str:
+    """What ``irflow power`` says of a result with one system."""
+    return f"Nothing to compare: {baseline} is the only system with {metric} values."
 
 
 def power_note(data: ReportData) -> list[str]:

@@ -9,6 +9,7 @@ from typing import Any
 from irflow.tasks.compare.family import families
 from irflow.tasks.compare.significance import format_p as _p
 from irflow.tasks.report.data import ReportData
+from irflow.tasks.report.format import num, signed
 
 
 def recommendations(document: Mapping[str, Any], data: ReportData) -> list[str]:
@@ -18,7 +19,7 @@ def recommendations(document: Mapping[str, Any], data: ReportData) -> list[str]:
     means = {s: document["systems"][s][h] for s in data.systems}
     p95 = {s: document.get("cost", {}).get(s, {}).get("p95_ms") for s in data.systems}
     if len(data.systems) < 2:
-        return [f"Only {lab[base]} was evaluated ({h} {means[base]:.4f}); add a second system to compare."]
+        return [f"Only {lab[base]} was evaluated ({h} {num(means[base])}); add a second system to compare."]
     cmp_ = data.comparisons[data.comparisons["metric"] == h].set_index("candidate")
     best = max(data.systems, key=lambda s: means[s])
     out = []
@@ -28,26 +29,27 @@ def recommendations(document: Mapping[str, Any], data: ReportData) -> list[str]:
         others = []
         for s in data.systems[1:]:
             r = cmp_.loc[s]
-            slower = f", {p95[s] / p95[base]:.1f}× the P95 latency" if p95[s] and p95[base] else ""
+            slower = f", {num(p95[s] / p95[base], 1)}× the P95 latency" if p95[s] and p95[base] else ""
             others.append(
-                f"{lab[s]} {r.delta:+.4f} ({data.ci_label} {r.ci_low:+.4f} to {r.ci_high:+.4f}, adjusted p "
+                f"{lab[s]} {signed(r.delta)} ({data.ci_label} {signed(r.ci_low)} to {signed(r.ci_high)}, adjusted p "
                 f"{_p(r.p_adjusted)}, {'significantly worse' if s in worse else 'not significant'}{slower})"
             )
         out.append(
-            f"Keep the baseline {lab[base]}: no system has a higher mean {h} ({means[base]:.4f}); "
+            f"Keep the baseline {lab[base]}: no system has a higher mean {h} ({num(means[base])}); "
             + "; ".join(others)
             + "."
         )
     elif best in better:
         r = cmp_.loc[best]
         out.append(
-            f"Pick {lab[best]}: {h} {means[best]:.4f} vs {means[base]:.4f} for {lab[base]}, "
-            f"{r.delta:+.4f} ({data.ci_label} {r.ci_low:+.4f} to {r.ci_high:+.4f}, adjusted p {_p(r.p_adjusted)}), "
+            f"Pick {lab[best]}: {h} {num(means[best])} vs {num(means[base])} for {lab[base]}, "
+            f"{signed(r.delta)} ({data.ci_label} {signed(r.ci_low)} to {signed(r.ci_high)}, "
+            f"adjusted p {_p(r.p_adjusted)}), "
             f"better on {r.wins} of {r.n} queries and worse on {r.losses}."
         )
     else:
         r = cmp_.loc[best]
-        ci = f"{data.ci_label} {r.ci_low:+.4f} to {r.ci_high:+.4f}"
+        ci = f"{data.ci_label} {signed(r.ci_low)} to {signed(r.ci_high)}"
         why = (
             f"the {ci} includes 0"
             if r.ci_low <= 0 <= r.ci_high
@@ -55,7 +57,7 @@ def recommendations(document: Mapping[str, Any], data: ReportData) -> list[str]:
             "suggestive, not conclusive"
         )
         out.append(
-            f"{lab[best]} has the highest mean {h} ({means[best]:.4f}, {r.delta:+.4f} over {lab[base]}), but "
+            f"{lab[best]} has the highest mean {h} ({num(means[best])}, {signed(r.delta)} over {lab[base]}), but "
             f"the difference is not significant after correction ({_family(data)}; adjusted p "
             f"{_p(r.p_adjusted)}; {why}): on these {r.n} queries choose on cost, or add queries."
         )
@@ -63,14 +65,14 @@ def recommendations(document: Mapping[str, Any], data: ReportData) -> list[str]:
     if tied:
         out.append(
             f"Tied: {', '.join(lab[s] for s in tied)} {'has' if len(tied) == 1 else 'have'} the same mean {h} as "
-            f"{lab[best]} ({means[best]:.4f}, equal unrounded)."
+            f"{lab[best]} ({num(means[best])}, equal unrounded)."
         )
     if best != base and p95[best] and p95[base]:
         ratio = p95[best] / p95[base]
         out.append(
-            f"Cost: {lab[best]} has a P95 latency of {p95[best]:.1f} ms vs {p95[base]:.1f} ms for {lab[base]} "
-            f"({ratio:.1f}×)"
-            + (f" for {means[best] - means[base]:+.4f} {h}" if ratio > 1 else "")
+            f"Cost: {lab[best]} has a P95 latency of {num(p95[best], 1)} ms vs {num(p95[base], 1)} ms for {lab[base]} "
+            f"({num(ratio, 1)}×)"
+            + (f" for {signed(means[best] - means[base])} {h}" if ratio > 1 else "")
             + (
                 "; as the gain is not significant, the faster baseline is the safer choice."
                 if best not in better and ratio > 1
@@ -82,7 +84,7 @@ def recommendations(document: Mapping[str, Any], data: ReportData) -> list[str]:
     steady = min(data.systems, key=lambda s: (spread.loc[s, "std"], s))
     fails = {s: spread.loc[s, "zero_share"] for s in data.systems}
     out.append(
-        f"Consistency: {lab[steady]} varies least across queries (sd {spread.loc[steady, 'std']:.3f}); "
+        f"Consistency: {lab[steady]} varies least across queries (sd {num(spread.loc[steady, 'std'], 3)}); "
         "queries scoring 0: " + ", ".join(f"{lab[s]} {fails[s]:.0%}" for s in data.systems) + "."
     )
     out += _preferences(data)
@@ -96,9 +98,11 @@ def verdict(document: Mapping[str, Any], data: ReportData) -> str:
     """One sentence for the top of the report: the best system on the headline metric, its difference to
     the baseline with the (unadjusted) interval, and, in words, whether it holds after the correction."""
     h, base, lab = data.headline, data.baseline, data.labels
+    if calibrated := _calibrated_verdict(document, data):
+        return calibrated
     means = {s: document["systems"][s][h] for s in data.systems}
     if len(data.systems) < 2:
-        return f"Only {lab[base]} was evaluated ({h} {means[base]:.4f}): nothing is compared."
+        return f"Only {lab[base]} was evaluated ({h} {num(means[base])}): nothing is compared."
     cmp_ = data.comparisons[data.comparisons["metric"] == h].set_index("candidate")
     best = max(data.systems, key=lambda s: means[s])
     family = _correction(data)
@@ -107,8 +111,8 @@ def verdict(document: Mapping[str, Any], data: ReportData) -> str:
         r = cmp_.loc[near]
         held = "significantly worse" if r.significant else "not significantly different"
         return (
-            f"No system beats the baseline {lab[base]} on {h} ({means[base]:.4f}); the closest, {lab[near]}, "
-            f"is {r.delta:+.4f} ({_interval(data, r)}) and {held} (adjusted p {_p(r.p_adjusted)}, {family})."
+            f"No system beats the baseline {lab[base]} on {h} ({num(means[base])}); the closest, {lab[near]}, "
+            f"is {signed(r.delta)} ({_interval(data, r)}) and {held} (adjusted p {_p(r.p_adjusted)}, {family})."
         )
     r = cmp_.loc[best]
     single = family.startswith("a single")
@@ -125,8 +129,44 @@ def verdict(document: Mapping[str, Any], data: ReportData) -> str:
             else f"the gain does not hold after {family} (adjusted p {_p(r.p_adjusted)} ≥ {data.options['alpha']})"
         ) + f": it may be chance on these {r.n} queries"
     return (
-        f"{lab[best]} is best on {h}: {means[best]:.4f} vs {means[base]:.4f} for the baseline {lab[base]}, "
-        f"{r.delta:+.4f} ({_interval(data, r)}); {held}."
+        f"{lab[best]} is best on {h}: {num(means[best])} vs {num(means[base])} for the baseline {lab[base]}, "
+        f"{signed(r.delta)} ({_interval(data, r)}); {held}."
+    )
+
+
+def _calibrated_verdict(document: Mapping[str, Any], data: ReportData) -> str | None:
+    """With human labels (``--human``): the verdict on the calibrated (PPI++) figures, the judge-only ones
+    beside them; None without a calibrated headline for every system."""
+    h, base, lab = data.headline, data.baseline, data.labels
+    blocks = {s: ((document.get("calibrated") or {}).get(s) or {}).get(h) for s in data.systems}
+    if not all(blocks.values()):
+        return None
+    cal: dict[str, Any] = {s: b for s, b in blocks.items() if b}
+
+    def figure(s: str) -> str:
+        b = cal[s]
+        return f"{num(b['estimate'])} [{num(b['ci'][0])}, {num(b['ci'][1])}] (judge only {num(b['judge_only'])})"
+
+    if len(data.systems) < 2:
+        return f"Only {lab[base]} was evaluated ({h} calibrated by human labels: {figure(base)}): nothing is compared."
+    best = max(data.systems, key=lambda s: cal[s]["estimate"])
+
+    def against(s: str) -> str:
+        d = cal[s].get("difference") or {}
+        if not d:
+            return figure(s)
+        interval = f"[{signed(d['ci'][0])}, {signed(d['ci'][1])}]"
+        return f"{signed(d['estimate'])} {interval}, the calibrated interval says {d['conclusion']}"
+
+    if best == base:
+        near = max(data.systems[1:], key=lambda s: cal[s]["estimate"])
+        return (
+            f"No system beats the baseline {lab[base]} on {h} calibrated by human labels (PPI++): {figure(base)}; "
+            f"the closest, {lab[near]}, is {against(near)}."
+        )
+    return (
+        f"{lab[best]} is best on {h} calibrated by human labels (PPI++): {figure(best)} vs {figure(base)} for the "
+        f"baseline {lab[base]}, {against(best)}."
     )
 
 
@@ -139,7 +179,7 @@ def _correction(data: ReportData) -> str:
 
 
 def _interval(data: ReportData, r: Any) -> str:
-    return f"unadjusted {data.ci_label} {r.ci_low:+.4f} to {r.ci_high:+.4f}"
+    return f"unadjusted {data.ci_label} {signed(r.ci_low)} to {signed(r.ci_high)}"
 
 
 def read_verdict(markdown: str) -> str | None:
@@ -180,7 +220,7 @@ def _segment_wins(data: ReportData, best: str) -> list[str]:
                 winner = max(ahead, key=lambda s: r[s])
                 wins.append(f"{data.labels[winner]} on {where}, {two_values(r[winner], r[best])})")
             elif tied := [s for s in data.systems if s != best and same_value(r[s], r[best])]:
-                ties.append(f"{where}: {', '.join(data.labels[s] for s in tied)} tied at {r[best]:.3f})")
+                ties.append(f"{where}: {', '.join(data.labels[s] for s in tied)} tied at {num(r[best], 3)})")
     out = []
     if wins:
         out.append(_listed(f"Where {data.labels[best]} is not the best ({data.headline}): ", wins))
@@ -216,8 +256,8 @@ def _preferences(data: ReportData) -> list[str]:
             if math.isfinite(relevant) and math.isfinite(mean) and relevant > 0 and not 0.8 <= mean / relevant <= 1.25:
                 kind = "longer" if mean > relevant else "shorter"
                 out.append(
-                    f"{data.labels[s]} favours {kind} documents: {mean:.0f} words on average in its top {k} "
-                    f"vs {relevant:.0f} among relevant documents."
+                    f"{data.labels[s]} favours {kind} documents: {num(mean, 0)} words on average in its top {k} "
+                    f"vs {num(relevant, 0)} among relevant documents."
                 )
     return out
 
