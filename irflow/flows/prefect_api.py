@@ -199,6 +199,7 @@ def ready(*preload: str) -> None:
     """
     global _scope
     if _server is None or _scope is None:  # no temporary server, or already pointed at it
+        _end_crashed_runs()
         return
     import importlib
 
@@ -226,6 +227,15 @@ def ready(*preload: str) -> None:
     _scope.enter_context(_environment("PREFECT_API_URL", _server.api_url))  # for Dask workers and other children
     _scope.callback(_drain_prefect_workers)  # runs first on exit: before the settings and the server go
     _scope = None
+    _end_crashed_runs()
+
+
+def _end_crashed_runs() -> None:
+    """Flow runs left RUNNING by a killed irflow marked CRASHED, once the API this command uses is known: asked
+    any earlier, Prefect's client would start an ephemeral server of its own, which outlives a killed command."""
+    from irflow.flows.stages import end_crashed_flow_runs
+
+    end_crashed_flow_runs()
 
 
 @contextlib.contextmanager

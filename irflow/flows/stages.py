@@ -229,11 +229,10 @@ def end_crashed_flow_runs() -> list[str]:
 
 @contextlib.contextmanager
 def owned_flow_runs() -> Iterator[None]:
-    """The block's flow runs carry this process's owner tags (:func:`owner_tags`), after the flow runs left
-    RUNNING by gone processes were marked CRASHED (:func:`end_crashed_flow_runs`)."""
+    """The block's flow runs carry this process's owner tags (:func:`owner_tags`), so that a later command can
+    tell a run whose process is gone (``prefect_api.ready`` marks those CRASHED: :func:`end_crashed_flow_runs`)."""
     from prefect import tags
 
-    end_crashed_flow_runs()
     with tags(*owner_tags()):
         yield
 

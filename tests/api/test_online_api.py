@@ -234,7 +234,7 @@ def test_interleaving_names_systems_by_label(tmp_path: Path) -> None:
     report = interleave_markdown(document)
     assert report.splitlines()[0] == "# Interleaving: `dense:all-MiniLM-L6-v2` (A) vs `bm25` (B)"
     assert f"- A = `dense:all-MiniLM-L6-v2` (spec `{dense}`)" in report
-    assert "**Users prefer `dense:all-MiniLM-L6-v2`**" in report
+    assert "**Verdict.** Users prefer dense:all-MiniLM-L6-v2 (A = dense:all-MiniLM-L6-v2, B = bm25" in report
 
 
 def test_power_with_nothing_to_compare_says_so() -> None:

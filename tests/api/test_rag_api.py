@@ -163,6 +163,8 @@ def test_configurations_are_named_by_label_with_the_spec_a_column_away() -> None
             "metric": ["id_based_context_recall"],
             "candidate": [hybrid],
             "delta": [0.2],
+            "ci_low": [0.1],
+            "ci_high": [0.3],
             "p_adjusted": [0.01],
             "significant": [True],
         }
@@ -175,6 +177,6 @@ def test_configurations_are_named_by_label_with_the_spec_a_column_away() -> None
     assert result.summary.set_index("configuration").loc[short, "spec"] == hybrid
     assert list(result.per_sample["system"]) == ["dense:all-MiniLM-L6-v2", short]
     assert result.verdict == (
-        f"On id_based_context_recall, {short} scores highest (0.7000); significantly different from the baseline "
-        f"dense:all-MiniLM-L6-v2: {short} (+0.2000, p = 0.01)."
+        f"On id_based_context_recall, {short} scores highest: 0.7000 vs 0.5000 for the baseline "
+        "dense:all-MiniLM-L6-v2, +0.2000 (95% CI [+0.1000, +0.3000], Holm-adjusted p = 0.01: significant at α = 0.05)."
     )

@@ -167,7 +167,8 @@ def test_a_stopped_dask_run_leaves_no_process_behind(stop: signal.Signals, tmp_p
         deadline = time.monotonic() + 30
         while any(_running(pid) for pid in tree) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not [pid for pid in tree if _running(pid)], f"left running after {stop.name} of the command"
+        left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:200] for pid in tree if _running(pid)}
+        assert not left, f"left running after {stop.name} of the command: {left}"
     finally:
         if run.poll() is None:
             run.kill()

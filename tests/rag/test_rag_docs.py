@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from _judges import pipeline_answers
 from support.cli import irflow, printed_verdict
+from support.judges import pipeline_answers
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = Path(str(importlib.resources.files("irflow.datasets"))) / "techdocs" / "examples"  # as the pages find it

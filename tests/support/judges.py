@@ -9,7 +9,7 @@ import numpy as np
 
 from irflow.tasks import ingest
 
-LABELS = Path(__file__).resolve().parents[1] / "irflow" / "datasets" / "techdocs" / "examples"
+LABELS = Path(__file__).resolve().parents[2] / "irflow" / "datasets" / "techdocs" / "examples"
 
 
 def judge_and_human_qrels(human_queries: int = 30, seed: int = 26) -> dict[str, str]:
