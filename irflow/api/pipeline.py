@@ -25,7 +25,12 @@ log = logging.getLogger(__name__)
 
 
 class SystemsFailed(IrflowError):
-    """Some systems failed; the others' results were still written (and tracked)."""
+    """Some systems failed; the others' results were still written (and tracked): ``evaluation`` holds them
+    (None when every system failed)."""
+
+    def __init__(self, message: str, evaluation: Evaluation | None = None) -> None:
+        super().__init__(message)
+        self.evaluation = evaluation
 
 
 def system_evaluation(

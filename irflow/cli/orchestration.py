@@ -139,7 +139,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
     prefect_api.ready(*stage_libraries(experiment.specs()))
     flow = nightly_flow if args.command == "nightly" else suite_flow
     result: Any = flow(config=args.config, output=args.output, task_runner=args.task_runner, scheduler=args.scheduler)
-    if args.json:
+    if getattr(args, "json", False):
         print(json.dumps(result, indent=2, default=str))
         return 0
     print(f"results: {result['output']}/ (suite.md, suite.json); MLflow run {result['mlflow_run_id']}")
@@ -174,7 +174,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         ids = [r.info.run_id for r in reversed(found)]  # oldest first
         pairs = list(zip(ids, ids[1:]))
     found_changes = [_compare_pair(args, tracker, before_ref, after_ref) for before_ref, after_ref in pairs]
-    if args.json:
+    if getattr(args, "json", False):
         print(json.dumps({"comparisons": found_changes}, indent=2, default=str))
     return 0
 
@@ -210,7 +210,7 @@ def _compare_pair(args: argparse.Namespace, tracker: Any, before_ref: str, after
     if args.family == "metric" and len(changes):  # one family per dataset and metric, as report.md
         groups = changes.groupby(["dataset", "metric"], sort=False)["p_randomization"]
         changes["p_adjusted"] = pd.concat([pd.Series(correct(g.tolist(), args.correction), g.index) for _, g in groups])
-    if args.json:
+    if getattr(args, "json", False):
         return {"before": before_ref, "after": after_ref, "changes": changes.to_dict("records")}
     print(
         f"\n{before_ref} -> {after_ref}: after − before, paired by query; p = randomization test "
@@ -286,7 +286,7 @@ def _compare_within(args: argparse.Namespace) -> int:
         before=table["baseline_mean"],
         after=table["candidate_mean"],
     )
-    if args.json:
+    if getattr(args, "json", False):
         print(
             json.dumps(
                 {"result": args.runs[0], "baseline": stored.baseline, "changes": changes.to_dict("records")},

@@ -45,7 +45,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     output = claim_output(args.dataset, args.output, args.overwrite, evaluation_name(args.dataset, request.specs))
     try:
         flow, extra = configure_run(args, stage_libraries(request.specs))  # the tracking store is checked first
-        evaluation = flow(
+        evaluation = _evaluation_of(
+            flow,
             dataset=args.dataset,
             systems=systems,
             metrics=metrics,
@@ -57,7 +58,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             run_name=output.name if args.output is None else None,
             human=args.human,
-            strict=False,  # a failed system is listed under the table, then the command fails
             **extra,
         )
     finally:
@@ -88,6 +88,19 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"the others' results are in {output}"
         )
     return 0
+
+
+def _evaluation_of(flow: Any, **parameters: Any) -> Any:
+    """The flow's Evaluation, also when some systems failed: the flow run then ends FAILED, and its error carries
+    the others' results (listed under the table before the command fails)."""
+    from irflow.flows.evaluate import SystemsFailed
+
+    try:
+        return flow(**parameters)
+    except SystemsFailed as failed:
+        if failed.evaluation is None:
+            raise
+        return failed.evaluation
 
 
 def _print_api_plan(args: argparse.Namespace, systems: list[str]) -> int:

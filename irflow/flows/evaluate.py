@@ -306,10 +306,11 @@ def _evaluate(
     if tracking.enabled:
         evaluation = track_task(output, evaluation, tracking)
     write_json(Path(output) / "metrics.json", evaluation.to_dict())  # names the run, its MLflow run, the failed
-    if evaluation.failed and strict:
+    if evaluation.failed and strict:  # the flow run fails; the caller still gets the others' results
         raise SystemsFailed(
             f"{len(evaluation.failed)} of {len(request.specs)} systems failed ("
             + "; ".join(f"{s}: {e}" for s, e in evaluation.to_dict()["failed"].items())
-            + f"); the others' results are in {output}"
+            + f"); the others' results are in {output}",
+            evaluation,
         )
     return evaluation

@@ -35,7 +35,7 @@ HOLD = """
 """
 
 STAGES = {
-    "report": ("irflow.tasks.report.write", "write_outputs"),
+    "report": ("irflow.tasks.report.write", "save_results"),
     "metrics": ("irflow.tasks.metrics", "evaluate"),
     "retrieve": ("irflow.tasks.retrieve.searchers", "retrieve"),
 }

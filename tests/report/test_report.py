@@ -154,7 +154,7 @@ def test_report_command_rebuilds_a_result_folder(
     assert "report.md" in capsys.readouterr().out
     assert "1,000 sign flips, seed 3" in (copy / "report.md").read_text(encoding="utf-8")
     assert main(["report", str(tmp_path / "nothing")]) == 2
-    assert "not a result folder" in capsys.readouterr().err
+    assert "no such folder; expected a result folder" in capsys.readouterr().err
 
 
 def test_baseline_is_stored_and_leads_the_comparison(

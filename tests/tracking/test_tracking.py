@@ -512,9 +512,9 @@ def test_a_failing_system_does_not_lose_the_others_in_a_suite(
 @pytest.mark.parametrize(
     "kwargs, error, expected",
     [
-        (dict(dataset="nope"), UnknownNameError, "valid names: .*techdocs"),
-        (dict(systems=["bm26"]), UnknownNameError, "valid system specs"),
-        (dict(systems=["dense:nosuchmodel"]), UnknownNameError, "unknown model 'nosuchmodel'.*minilm"),
+        (dict(dataset="techdoc"), InputError, "--dataset: unknown dataset 'techdoc' \\(did you mean 'techdocs'\\?\\)"),
+        (dict(systems=["bm26"]), InputError, "--system: .*\\(did you mean 'bm25'\\?\\)"),
+        (dict(systems=["dense:nosuchmodel"]), InputError, "unknown model 'nosuchmodel'.*minilm"),
         (dict(metrics=["nDCG@x"]), Exception, "nDCG"),
     ],
 )
