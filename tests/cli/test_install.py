@@ -1,6 +1,6 @@
 """irflow as an installed tool: the wheel holds only the ``irflow`` package and its data, and the
 installed copy (not this checkout) runs the demo from a folder whose ``tasks.py``, ``flows/`` and
-``datasets/`` would shadow generic module names."""
+``datasets/`` would shadow generic module names, printing what a quiet terminal prints."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from support.folders import hostile_folder
+from support.quiet import assert_quiet_demo
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = {
@@ -86,6 +87,8 @@ def test_installed_wheel_runs_the_demo_from_a_folder_that_shadows_generic_names(
         [str(site / "bin" / "irflow"), "run"], cwd=project, env=env, capture_output=True, text=True, timeout=900
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert_quiet_demo(done)  # the suite's one demo run as typed: a fresh cache and MLflow store, a new process
+    assert f"results: {project / 'results' / 'techdocs'}/" in done.stdout
     metrics = json.loads((project / "results" / "techdocs" / "latest" / "metrics.json").read_text())
     assert len(metrics["systems"]) == 3 and "bm25" in metrics["systems"]  # the default systems, canonically named
     assert (project / "mlruns" / "mlflow.db").is_file()

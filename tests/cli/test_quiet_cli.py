@@ -1,8 +1,9 @@
 """Quiet by default, as a user runs it: ``irflow run`` on the demo dataset, exactly as typed (its three
 default systems, the latency stage on; fresh cache and MLflow store, so the model encodes the corpus,
 FAISS loads and MLflow creates its tables) prints irflow's lines in one format, no Prefect run state and no
-other library's INFO, and a table within 120 columns; a warm run prints at most 20 lines, and ``-v`` brings
-Prefect's run states back; with Dask there is one Prefect server, irflow's."""
+other library's INFO, and a table within 120 columns (``support.quiet.assert_quiet_demo``, checked on the one demo run
+of the suite: the installed wheel's, in tests/cli/test_install.py); a warm run prints at most 20 lines, and
+``-v`` brings Prefect's run states back; with Dask there is one Prefect server, irflow's."""
 
 from __future__ import annotations
 
@@ -16,8 +17,6 @@ from support.cli import irflow_process as irflow  # a new process, as typed: imp
 
 pytestmark = pytest.mark.e2e
 
-LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) ([\w.]+): ")
-PROGRESS = re.compile(r"^irflow(\.|$)")
 PREFECT_INFO = re.compile(r"^INFO prefect\.", re.M)
 WARM_LINES = 20  # the most a warm `irflow run` prints, stdout and stderr together
 
@@ -30,34 +29,6 @@ def env_for(tmp_path: Path) -> dict[str, str]:
         "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}",
         "HF_HUB_OFFLINE": "1",
     }
-
-
-def test_demo_run_prints_no_third_party_info(tmp_path: Path) -> None:
-    (tmp_path / "mlruns").mkdir()
-    done = irflow("run", "--output", str(tmp_path / "out"), env=env_for(tmp_path))  # the defaults, all of them
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "Finished in state" not in done.stderr and "Beginning flow run" not in done.stderr  # -v only
-    loud = []
-    for line in done.stderr.splitlines():
-        record = LINE.match(line)
-        if record is None:
-            loud.append(line)  # another format (MLflow's own handler), a progress bar, a stray print
-        elif record.group(1) in ("DEBUG", "INFO") and not PROGRESS.match(record.group(2)):
-            loud.append(line)
-    assert not loud, "\n".join(loud)
-    lines = done.stdout.splitlines()
-    header = next(i for i, line in enumerate(lines) if line.startswith("system "))
-    table = lines[header : header + 4]  # the header and the three systems' rows, with short labels
-    assert [r.split()[0] for r in table[1:]] == ["bm25", "dense:all-MiniLM-L6-v2", "hybrid:bm25+dense:all-MiniLM-L6-v2"]
-    assert max(len(r) for r in table) <= 120, table
-    # no line over 120 characters, no MLflow "View run" line; the verdict, then the folder and one link a line
-    long = [line for line in done.stdout.splitlines() + done.stderr.splitlines() if len(line) > 120]
-    assert not long, long
-    assert "View run" not in done.stdout + done.stderr and "View experiment" not in done.stdout
-    verdict = next(i for i, line in enumerate(lines) if line.startswith("Verdict: "))
-    assert verdict > header + 3 and "is best on nDCG@10" in " ".join(lines[verdict : verdict + 4])
-    assert lines[-3].startswith("run:     techdocs_") and lines[-2].startswith("MLflow:  run ")
-    assert lines[-1].startswith("Prefect: ") and f"results: {tmp_path / 'out'}/" in lines
 
 
 def test_a_warm_run_prints_at_most_20_lines_and_prefect_states_only_with_v(tmp_path: Path) -> None:

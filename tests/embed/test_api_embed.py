@@ -1,5 +1,5 @@
-"""``dense:openai:<model>``: an OpenAI-compatible embeddings server (a real process on 127.0.0.1, stopped
-by its PID) that embeds with the real all-MiniLM-L6-v2 gives the numbers of ``dense:minilm``; a rerun
+"""``dense:openai:<model>``: an OpenAI-compatible embeddings server (on 127.0.0.1, in a thread of the test
+process) that embeds with the real all-MiniLM-L6-v2 gives the numbers of ``dense:minilm``; a rerun
 sends no request; the key is found nowhere; costs before (``--dry-run``) and after the run. Plus the
 shared HTTP client layer's retries, refusals, limits and redaction against a scripted server."""
 
@@ -18,7 +18,7 @@ import httpx
 import numpy as np
 import pytest
 from support.cli import irflow
-from support.services import script_server
+from support.embeddings import EmbeddingService
 
 from irflow.tasks.core.http_client import (
     Call,
@@ -37,9 +37,9 @@ MEASURES = ["nDCG@10", "R@100"]
 
 @contextmanager
 def embedding_service(log: Path) -> Iterator[str]:
-    """Start tests/support/embeddings.py; yields its base URL; stops it by its PID."""
-    with script_server("support.embeddings", str(log), KEY, env={**os.environ, "HF_HUB_OFFLINE": "1"}) as port:
-        yield f"http://127.0.0.1:{port}"
+    """Serve tests/support/embeddings.py from a thread; yields its base URL; stops it on leaving."""
+    with EmbeddingService(str(log), KEY) as service:
+        yield service.url
 
 
 def requests(log: Path) -> list[dict]:

