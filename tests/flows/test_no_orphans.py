@@ -146,7 +146,9 @@ def test_a_flow_run_left_running_by_a_killed_command_is_marked_crashed_by_the_ne
 
     log = tmp_path / "log.csv"
     simulate_log(1, users=200).to_csv(log, index=False)
-    done = irflow("abtest", str(log), "--unit", "user_id", "--no-track", "--output", str(tmp_path / "ab"), env=dict(os.environ))
+    done = irflow(
+        "abtest", str(log), "--unit", "user_id", "--no-track", "--output", str(tmp_path / "ab"), env=dict(os.environ)
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (crashed,) = flow_runs()
     assert crashed.state is not None and crashed.state.type.value == "CRASHED"

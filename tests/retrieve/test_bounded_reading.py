@@ -217,7 +217,9 @@ def test_a_json_run_past_its_own_limit_is_refused_before_it_is_parsed(
     packed.write_bytes(gzip.compress(text))
     assert len(read_run(plain).run) == len(read_run(packed).run) == 2000
     monkeypatch.setenv("IRFLOW_MAX_RUN_JSON_BYTES", "16K")
-    with pytest.raises(InputError, match=r"the JSON run has [\d,]+ bytes: more than 16,384 bytes \(IRFLOW_MAX_RUN_JSON"):
+    with pytest.raises(
+        InputError, match=r"the JSON run has [\d,]+ bytes: more than 16,384 bytes \(IRFLOW_MAX_RUN_JSON"
+    ):
         read_run(plain)
     with pytest.raises(InputError, match=r"a JSON run's content: more than 16,384 bytes \(IRFLOW_MAX_RUN_JSON_BYTES"):
         read_run(packed)
@@ -245,11 +247,16 @@ def test_a_parquet_run_is_read_by_row_group_and_a_dictionary_bomb_is_refused_fro
     pq.write_table(table, good, row_group_size=7)
     assert pq.ParquetFile(good).metadata.num_row_groups > 10
     loaded = read_run(good)
-    assert loaded.format == "parquet" and len(loaded.run) == 100 and list(loaded.run.columns) == [
-        "query_id",
-        "doc_id",
-        "score",
-    ]
+    assert (
+        loaded.format == "parquet"
+        and len(loaded.run) == 100
+        and list(loaded.run.columns)
+        == [
+            "query_id",
+            "doc_id",
+            "score",
+        ]
+    )
 
     rows = 20_000_000
     zeros = pa.array(np.zeros(rows, dtype=np.int32))

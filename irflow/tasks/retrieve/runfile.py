@@ -424,7 +424,9 @@ def _parquet_table(source: Any, where: str, limits: RunLimits) -> Any:
     meta = parquet.metadata
     parquet = pq.ParquetFile(source, metadata=meta, read_dictionary=["query_id", "doc_id"])  # ids kept encoded
     wanted = [i for i in range(meta.num_columns) if meta.schema.column(i).path in _PARQUET_COLUMNS]
-    stored = sum(meta.row_group(g).column(i).total_uncompressed_size for g in range(meta.num_row_groups) for i in wanted)
+    stored = sum(
+        meta.row_group(g).column(i).total_uncompressed_size for g in range(meta.num_row_groups) for i in wanted
+    )
     promised = max(stored, meta.num_rows * _PARQUET_ROW_FLOOR)
     if promised > limits.bytes:
         what = f"the Parquet run holds {meta.num_rows:,} rows, {promised:,} bytes or more decoded"
