@@ -2,7 +2,8 @@
 fails with a named error (``IRFLOW_MAX_RESPONSE_BYTES`` when it streams fast, ``IRFLOW_RESPONSE_SECONDS`` when
 it trickles: the request timeout bounds each wait, not the whole body), with memory flat, through every client
 the HTTP layer drives (its keep-alive connection, httpx sync and async, an httpx client it only hooks, as
-Chroma's; the Anthropic and Gemini LLM clients, which speak their APIs through it). A SIGTERM while a body trickles in stops the reader at once.
+Chroma's; the Anthropic and Gemini LLM clients, which speak their APIs through it). A SIGTERM while a body
+trickles in stops the reader at once.
 
 The server and the reader run in a child process under ``RLIMIT_AS`` = 2 GiB (``support.limited``): an unbounded read
 of an endless body once took 23.9 GB.
