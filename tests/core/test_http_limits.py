@@ -2,7 +2,8 @@
 fails with a named error (``IRFLOW_MAX_RESPONSE_BYTES`` when it streams fast, ``IRFLOW_RESPONSE_SECONDS`` when
 it trickles: the request timeout bounds each wait, not the whole body), with memory flat, through every client
 the HTTP layer drives (its keep-alive connection, httpx sync and async, an httpx client it only hooks, as
-Chroma's). A SIGTERM while a body trickles in stops the reader at once.
+Chroma's; the Anthropic and Gemini LLM clients, which speak their APIs through it). A SIGTERM while a body
+trickles in stops the reader at once.
 
 The server and the reader run in a child process under ``RLIMIT_AS`` = 2 GiB (``support.limited``): an unbounded read
 of an endless body once took 23.9 GB.
@@ -72,6 +73,28 @@ asyncio.run(Call(url, "test service", policy=RetryPolicy(retries=0)).apost(httpx
 import httpx
 from irflow.tasks.core.http_client import bounded_hook
 httpx.Client(timeout=5, event_hooks={"response": [bounded_hook("test service")]}).post(url, json={"q": 1})
+""",
+    "anthropic": """
+import asyncio, os
+from irflow.tasks.core.schema import IrflowError
+from irflow.tasks.llm import make_llm
+from irflow.tasks.llm.clients import LLMCallError
+os.environ["ANTHROPIC_API_KEY"] = "sk-ant-test"
+try:
+    asyncio.run(make_llm(f"anthropic(base_url={url},max_retries=0):claude").complete("s", "u"))
+except LLMCallError as err:
+    raise IrflowError(str(err)) from None
+""",
+    "gemini": """
+import asyncio, os
+from irflow.tasks.core.schema import IrflowError
+from irflow.tasks.llm import make_llm
+from irflow.tasks.llm.clients import LLMCallError
+os.environ["GEMINI_API_KEY"] = "gm-test"
+try:
+    asyncio.run(make_llm(f"gemini(base_url={url},max_retries=0):gemini-2.5-flash").complete("s", "u"))
+except LLMCallError as err:
+    raise IrflowError(str(err)) from None
 """,
     "http: system": """
 from support.toy import tiny_dataset

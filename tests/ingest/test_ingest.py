@@ -147,6 +147,71 @@ def test_interrupted_download_is_never_taken_for_complete(tmp_path: Path) -> Non
         server.server_close()
 
 
+class _Trickle:
+    """A 127.0.0.1 server whose GET answers ``PIECE`` bytes every ``PAUSE`` seconds, forever (no length)."""
+
+    def __init__(self, piece: int, pause: float) -> None:
+        import http.server
+        import threading
+        import time
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.end_headers()
+                try:
+                    while True:
+                        self.wfile.write(b"x" * piece)
+                        self.wfile.flush()
+                        time.sleep(pause)
+                except OSError:
+                    pass
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/thing.zip"
+
+    def __enter__(self) -> _Trickle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize(
+    "piece, pause, env, message",
+    [
+        (16, 0.05, {"IRFLOW_DOWNLOAD_SECONDS": "2"}, "more than 2 seconds (IRFLOW_DOWNLOAD_SECONDS; raise it"),
+        (1 << 16, 0.0, {"IRFLOW_MAX_DOWNLOAD_BYTES": "4M"}, "more than 4,194,304 bytes (IRFLOW_MAX_DOWNLOAD_BYTES;"),
+    ],
+    ids=["trickle", "endless"],
+)
+def test_a_download_that_never_ends_stops_at_its_limit(
+    piece: int, pause: float, env: dict[str, str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """16 bytes every 50 ms: each wait is far below the socket timeout, so only the total time limit ends it;
+    a fast endless body would fill the disk but for the size limit. Neither is retried; nothing is left."""
+    import time
+
+    from irflow.tasks.core.limits import LimitError
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    dest = tmp_path / "dl" / "thing.zip"
+    with _Trickle(piece, pause) as server:
+        start = time.monotonic()
+        with pytest.raises(LimitError) as caught:
+            beir.download(server.url, dest, retries=3, backoff=0)
+        assert time.monotonic() - start < 30
+    assert server.url in str(caught.value) and message in str(caught.value)
+    assert not dest.exists() and not list(dest.parent.iterdir())
+
+
 def test_unknown_checksum_is_recorded_on_first_download_and_enforced(tmp_path, serve_dir, monkeypatch) -> None:
     folder, served = _toy_catalog(tmp_path, serve_dir, monkeypatch, None)
     first = ingest.load_dataset("beir/toy")

@@ -85,7 +85,7 @@ def test_lines_bytes_and_hits_per_query_are_capped_naming_file_and_line(
     monkeypatch.setenv("IRFLOW_MAX_RUN_HITS", "3")
     assert len(read_run(path).run) == 3
     monkeypatch.setenv("IRFLOW_MAX_RUN_BYTES", "100")
-    with pytest.raises(InputError, match=r"has 3,0\d\d bytes, more than 100 \(IRFLOW_MAX_RUN_BYTES\)"):
+    with pytest.raises(InputError, match=r"has 3,0\d\d bytes: more than 100 bytes \(IRFLOW_MAX_RUN_BYTES; raise it"):
         read_run(path)
     monkeypatch.setenv("IRFLOW_MAX_RUN_BYTES", "lots")
     with pytest.raises(InputError, match="IRFLOW_MAX_RUN_BYTES='lots': expected a positive number"):
@@ -203,3 +203,109 @@ def test_a_run_parsed_in_segments_names_the_files_lines(tmp_path: Path, monkeypa
     hits = [n for n, line in enumerate(lines, 1) if line.startswith("q1 ")]
     with pytest.raises(InputError, match=rf"run.trec:{hits[10]}: query 'q1' has more than 10 hits"):
         read_run(path)
+
+
+def test_a_json_run_past_its_own_limit_is_refused_before_it_is_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JSON run is parsed whole (~12 times its size in memory): a plain file past IRFLOW_MAX_RUN_JSON_BYTES
+    is refused by its size, unread; a gzip one as its content streams past it."""
+    run = {f"q{q}": {f"d{d}": float(d) for d in range(100)} for q in range(20)}
+    text = json.dumps(run).encode()
+    plain, packed = tmp_path / "run.json", tmp_path / "run.json.gz"
+    plain.write_bytes(text)
+    packed.write_bytes(gzip.compress(text))
+    assert len(read_run(plain).run) == len(read_run(packed).run) == 2000
+    monkeypatch.setenv("IRFLOW_MAX_RUN_JSON_BYTES", "16K")
+    with pytest.raises(
+        InputError, match=r"the JSON run has [\d,]+ bytes: more than 16,384 bytes \(IRFLOW_MAX_RUN_JSON"
+    ):
+        read_run(plain)
+    with pytest.raises(InputError, match=r"a JSON run's content: more than 16,384 bytes \(IRFLOW_MAX_RUN_JSON_BYTES"):
+        read_run(packed)
+
+
+def test_a_parquet_run_is_read_by_row_group_and_a_dictionary_bomb_is_refused_from_its_metadata(
+    tmp_path: Path,
+) -> None:
+    """A Parquet run is read from the file, its three columns only, a row group at a time. A file of a few hundred
+    KB holding 20 million dictionary-encoded rows (320 MB or more decoded) is refused from its metadata under
+    ``IRFLOW_MAX_RUN_BYTES=256M``, in a child limited to 2 GiB of address space, before a row is decoded."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    good = tmp_path / "run.parquet"
+    table = pa.table(
+        {
+            "query_id": [f"q{i // 10}" for i in range(100)],
+            "doc_id": [f"d{i}" for i in range(100)],
+            "score": [float(100 - i) for i in range(100)],
+            "rank": list(range(100)),
+        }
+    )
+    pq.write_table(table, good, row_group_size=7)
+    assert pq.ParquetFile(good).metadata.num_row_groups > 10
+    loaded = read_run(good)
+    assert (
+        loaded.format == "parquet"
+        and len(loaded.run) == 100
+        and list(loaded.run.columns)
+        == [
+            "query_id",
+            "doc_id",
+            "score",
+        ]
+    )
+
+    rows = 20_000_000
+    zeros = pa.array(np.zeros(rows, dtype=np.int32))
+    bomb = tmp_path / "bomb.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "query_id": pa.DictionaryArray.from_arrays(zeros, pa.array(["q" * 1000])),
+                "doc_id": pa.DictionaryArray.from_arrays(zeros, pa.array(["d" * 1000])),
+                "score": pa.DictionaryArray.from_arrays(zeros, pa.array([1.0])),
+            }
+        ),
+        bomb,
+        row_group_size=rows,
+    )
+    del zeros
+    assert bomb.stat().st_size < 4 << 20
+    done = in_child(
+        f"from irflow.tasks.retrieve import read_run; read_run({str(bomb)!r})",
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "IRFLOW_MAX_RUN_BYTES": "256M"},
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"irflow: error: {bomb}: the Parquet run holds 20,000,000 rows" in done.stderr
+    assert "more than 268,435,456 bytes (IRFLOW_MAX_RUN_BYTES; raise it to allow more)" in done.stderr
+    assert peak_bytes(done) < GIB
+
+
+def test_a_parquet_run_whose_few_rows_decode_to_gigabytes_is_refused_before_they_are_decoded(tmp_path: Path) -> None:
+    """2 million rows (32 MB by the row count) whose ids all point at one 100 KB dictionary value: 400 GB once
+    decoded. The ids are counted dictionary-encoded, so the read fails within 2 GiB of address space."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = 2_000_000
+    zeros = pa.array(np.zeros(rows, dtype=np.int32))
+    bomb = tmp_path / "bomb.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "query_id": pa.DictionaryArray.from_arrays(zeros, pa.array(["q" * 100_000])),
+                "doc_id": pa.DictionaryArray.from_arrays(zeros, pa.array(["d" * 100_000])),
+                "score": pa.array(np.ones(rows)),
+            }
+        ),
+        bomb,
+    )
+    done = in_child(f"from irflow.tasks.retrieve import read_run; read_run({str(bomb)!r})")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "the Parquet run's decoded columns (row group 1 of" in done.stderr
+    assert "(IRFLOW_MAX_RUN_BYTES; raise it to allow more)" in done.stderr
+    assert peak_bytes(done) < GIB

@@ -36,9 +36,10 @@ judge specs (kind[(options)]:target):
                                backoff, timeout, max_tokens, max_chars, response_format=json_object|json_schema|none,
                                reasoning=auto|yes|no (o-series and gpt-5: max_completion_tokens 4000, no temperature),
                                rpm, tpm (requests and tokens per minute the key may spend: waits instead of 429s)
-  anthropic:MODEL              Claude via the anthropic SDK (pip install 'irflow[anthropic]'; ANTHROPIC_API_KEY)
-  gemini:MODEL                 Gemini via the google-genai SDK (pip install 'irflow[gemini]'; GEMINI_API_KEY)
-                               options of both: name, concurrency, price, key_env, max_tokens, max_chars, base_url
+  anthropic:MODEL              Claude via Anthropic's Messages API (ANTHROPIC_API_KEY)
+  gemini:MODEL                 Gemini via the Gemini API's generateContent (GEMINI_API_KEY)
+                               options of both: name, concurrency, price, key_env, max_retries, backoff, timeout,
+                               max_tokens, max_chars, rpm, tpm, base_url
                                thinking=TOKENS|auto|0: a thinking budget (Claude: >= 1024, off unless set;
                                Gemini 2.5+: 1024 by default, on top of max_tokens' answer budget)
   preset:zbench                zbench's ensemble: openai:gpt-5-mini, anthropic(thinking=1024):claude-sonnet-4-5,

@@ -11,9 +11,8 @@ Kinds (spec strings for :func:`parse_judge`, ``kind[(options)]:target``):
   over irflow's HTTP client layer: retries on 429, 5xx and transport errors (``Retry-After``
   honoured), a refused key stops the run, ``rpm``/``tpm`` limits (requests and tokens per minute);
   key from ``$OPENAI_API_KEY`` (option ``key_env``), optional for local servers.
-* ``anthropic:MODEL`` and ``gemini:MODEL`` — through their SDKs (optional extras
-  ``irflow[anthropic]``, ``irflow[gemini]``, imported only when used); keys from
-  ``$ANTHROPIC_API_KEY`` and ``$GEMINI_API_KEY``.
+* ``anthropic:MODEL`` and ``gemini:MODEL`` — Anthropic's Messages API and Gemini's generateContent over
+  the same layer (no SDK); keys from ``$ANTHROPIC_API_KEY`` and ``$GEMINI_API_KEY``.
 * ``model:MODEL`` — a local judge from any irflow relevance model (``embed.inference.score_pairs``:
   cross-encoder score or bi-encoder cosine); ``system:SPEC`` — from the scores of any irflow
   system's run (``tasks.retrieve``). Scores are standardised per query (z-scores over the
@@ -22,8 +21,8 @@ Kinds (spec strings for :func:`parse_judge`, ``kind[(options)]:target``):
 
 Options: ``name``, ``concurrency`` (calls in flight per provider), ``price`` (USD per 1k tokens,
 for ``--dry-run``), ``key_env``, ``max_retries``, ``timeout``, ``max_tokens``, ``max_chars``,
-``response_format`` (json_object | json_schema | none), ``rpm``/``tpm`` (openai), ``base_url`` and
-``thinking`` (SDK judges: a thinking budget in tokens, ``auto`` or 0 = off), ``scale``, ``depth``.
+``rpm``/``tpm``, ``response_format`` (json_object | json_schema | none; openai), ``base_url`` and
+``thinking`` (anthropic, gemini: a thinking budget in tokens, ``auto`` or 0 = off), ``scale``, ``depth``.
 API keys are read from the environment at call time and never logged, stored or shown.
 """
 

@@ -69,8 +69,15 @@ RESPONSE_SECONDS = Limit(
     "IRFLOW_RESPONSE_SECONDS", 300, "seconds", "one HTTP answer, from the request sent to the body's last byte"
 )
 MAX_RUN_BYTES = Limit("IRFLOW_MAX_RUN_BYTES", 4 << 30, "bytes", "the content of one run file (after gzip)")
+MAX_RUN_JSON_BYTES = Limit(
+    "IRFLOW_MAX_RUN_JSON_BYTES", 1 << 30, "bytes", "the content of one JSON run file, parsed whole (~12x in memory)"
+)
 MAX_RUN_LINE = Limit("IRFLOW_MAX_RUN_LINE", 1 << 20, "bytes", "one line of a TREC run file")
 MAX_RUN_HITS = Limit("IRFLOW_MAX_RUN_HITS", 100_000, "hits", "the hits of one query in a run file")
+MAX_DOWNLOAD_BYTES = Limit("IRFLOW_MAX_DOWNLOAD_BYTES", 16 << 30, "bytes", "one downloaded archive (a BEIR zip)")
+DOWNLOAD_SECONDS = Limit(
+    "IRFLOW_DOWNLOAD_SECONDS", 6 * 3600, "seconds", "one download, from the request sent to its last byte"
+)
 MAX_EXTRACT_BYTES = Limit("IRFLOW_MAX_EXTRACT_BYTES", 32 << 30, "bytes", "what one BEIR zip expands to")
 MAX_EXTRACT_RATIO = Limit(
     "IRFLOW_MAX_EXTRACT_RATIO", 100.0, "times", "how much a zip or gzip input expands (past 64 MiB; a bomb)"
@@ -84,8 +91,11 @@ LIMITS = (
     MAX_RESPONSE_BYTES,
     RESPONSE_SECONDS,
     MAX_RUN_BYTES,
+    MAX_RUN_JSON_BYTES,
     MAX_RUN_LINE,
     MAX_RUN_HITS,
+    MAX_DOWNLOAD_BYTES,
+    DOWNLOAD_SECONDS,
     MAX_EXTRACT_BYTES,
     MAX_EXTRACT_RATIO,
 )
@@ -140,7 +150,9 @@ def bounded_lines(
 
 
 __all__ = [
+    "DOWNLOAD_SECONDS",
     "LIMITS",
+    "MAX_DOWNLOAD_BYTES",
     "MAX_EXTRACT_BYTES",
     "MAX_EXTRACT_RATIO",
     "MAX_FILE_BYTES",
@@ -148,6 +160,7 @@ __all__ = [
     "MAX_RESPONSE_BYTES",
     "MAX_RUN_BYTES",
     "MAX_RUN_HITS",
+    "MAX_RUN_JSON_BYTES",
     "MAX_RUN_LINE",
     "RATIO_FLOOR_BYTES",
     "RESPONSE_SECONDS",

@@ -41,7 +41,16 @@ from typing import Any
 
 from irflow.tasks.core.atomic import clean_stale, file_lock, temp_name, write_json
 from irflow.tasks.core.config import beir_base_url, cache_dir, package_data
-from irflow.tasks.core.limits import MAX_EXTRACT_BYTES, MAX_EXTRACT_RATIO, RATIO_FLOOR_BYTES
+from irflow.tasks.core.limits import (
+    DOWNLOAD_SECONDS,
+    MAX_DOWNLOAD_BYTES,
+    MAX_EXTRACT_BYTES,
+    MAX_EXTRACT_RATIO,
+    RATIO_FLOOR_BYTES,
+    RESPONSE_SECONDS,
+    Limit,
+    LimitError,
+)
 from irflow.tasks.core.progress import Progress
 from irflow.tasks.core.schema import DownloadError, InputError, UnknownNameError
 from irflow.tasks.ingest.canonical import CorpusSource, SplitSource
@@ -109,11 +118,30 @@ def _open(url: str, timeout: float = 60.0) -> Any:
     return urllib.request.urlopen(request, timeout=timeout)
 
 
+def _pieces(resp: Any, url: str, most: int, size: Limit | None, seconds: Limit) -> Iterator[bytes]:
+    """``resp``'s body as it arrives (``read1``: a trickle is not waited on to fill a buffer), within ``most``
+    bytes and ``seconds`` from now: past either, a LimitError naming ``url``, the limit and its variable (past
+    ``most`` with ``size`` None: the body is cut there, silently)."""
+    deadline = time.monotonic() + seconds.value()
+    received = 0
+    while piece := resp.read1(CHUNK):
+        received += len(piece)
+        if received > most:
+            if size is None:
+                yield piece[: len(piece) - (received - most)]
+                return
+            raise LimitError(size.passed(f"{url}: the download passed its size"))
+        if time.monotonic() > deadline:
+            raise LimitError(seconds.passed(f"{url}: still downloading ({received:,} bytes so far)"))
+        yield piece
+
+
 def published_sha256(base: str, filename: str) -> str | None:
     """The sha256 the server lists for ``filename`` in ``<base>/SHA256SUMS``, if it publishes one."""
+    url = f"{base}/SHA256SUMS"
     try:
-        with _open(f"{base}/SHA256SUMS", timeout=30) as resp:
-            text = resp.read(1 << 20).decode("utf-8", "replace")  # a listing of checksums: a few KB
+        with _open(url, timeout=30) as resp:  # a listing of checksums: a few KB, read within 1 MiB
+            text = b"".join(_pieces(resp, url, 1 << 20, None, RESPONSE_SECONDS)).decode("utf-8", "replace")
     except (urllib.error.URLError, OSError):
         return None
     for line in text.splitlines():
@@ -148,7 +176,9 @@ def download(
     ``md5``/``sha256`` are expected checksums; ``check(got)`` may raise :class:`DownloadError` for
     any other rule. Returns the md5 and sha256 of what was written. A short read, a network failure
     after the last retry, or a failed check raises :class:`DownloadError` and leaves nothing at
-    ``dest`` (the ``.part`` file is removed; those of killed downloads are cleaned here too).
+    ``dest`` (the ``.part`` file is removed; those of killed downloads are cleaned here too). A download
+    past ``IRFLOW_MAX_DOWNLOAD_BYTES`` or ``IRFLOW_DOWNLOAD_SECONDS`` (a server that trickles forever) fails
+    at once with a :class:`~irflow.tasks.core.limits.LimitError` naming the URL, the limit and its variable.
     """
     dest.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(dest.parent)
@@ -160,9 +190,12 @@ def download(
             with open(tmp, "wb") as out, _open(url) as resp:
                 total = resp.headers.get("Content-Length")
                 total = int(total) if total and total.isdigit() else None
+                most = MAX_DOWNLOAD_BYTES.bytes()
+                if total is not None and total > most:
+                    raise LimitError(MAX_DOWNLOAD_BYTES.passed(f"{url}: announces {total:,} bytes"))
                 received = 0
                 with Progress(f"download {dest.name}", total, unit="MB", scale=1e6) as bar:
-                    while chunk := resp.read(CHUNK):
+                    for chunk in _pieces(resp, url, most, MAX_DOWNLOAD_BYTES, DOWNLOAD_SECONDS):
                         out.write(chunk)
                         h_md5.update(chunk)
                         h_sha.update(chunk)

@@ -4,11 +4,12 @@ Public API::
 
     from irflow.tasks.llm import make_llm, ask_all, AnswerCache, request_key, estimate_tokens
 
-Modules: ``clients`` (any OpenAI-compatible chat API over irflow's HTTP client layer, Anthropic and Gemini
-through their SDKs: keys from the environment, retries, rate limits, reasoning and thinking budgets,
-usage as the provider counts it), ``specs`` (the spec grammar ``kind[(options)]:model``, :data:`LLM_KINDS`,
-credentials in a base URL refused as the spec is parsed), ``calls`` (any prompt asked of a client,
-concurrently, each answer cached by the client's identity and the whole prompt so no call is paid twice),
+Modules: ``clients`` (any OpenAI-compatible chat API, Anthropic's Messages API and Gemini's generateContent,
+all over irflow's HTTP client layer: keys from the environment, retries, rate limits, bounded answers,
+reasoning and thinking budgets, usage as the provider counts it), ``specs`` (the spec grammar
+``kind[(options)]:model``, :data:`LLM_KINDS`, credentials in a base URL refused as the spec is parsed),
+``calls`` (any prompt asked of a client, concurrently, each answer cached by the client's identity and the
+whole prompt so no call is paid twice),
 ``tokens`` (token and USD estimates). What is asked is the caller's: zELO's pairwise judges
 (``irflow.tasks.annotate``), query synthesis (``irflow.tasks.evalsets``), RAG generation and judging
 (``irflow.tasks.rag``).

@@ -1,10 +1,12 @@
-"""LLM clients: any OpenAI-compatible chat API over httpx, Anthropic and Gemini through their SDKs.
+"""LLM clients: any OpenAI-compatible chat API, Anthropic's Messages API and Gemini's generateContent, each
+spoken over httpx through :mod:`irflow.tasks.core.http_client` (no SDK).
 
 Each asks any ``(system, user)`` prompt and returns the answer's text (:meth:`LLMClient.complete`); what a
 caller asks (a pairwise relevance battle, a synthetic query, a RAG answer or a RAG judgement) is the
-caller's. ``openai`` calls through :mod:`irflow.tasks.core.http_client` (retries on 429, 5xx and transport
-errors with ``Retry-After`` honoured, a refused key stops the run, ``rpm``/``tpm`` limits); the SDK clients
-retry as their SDKs do. API keys are read from the environment at call time and never logged, stored or shown.
+caller's. Every call retries on 429, 5xx and transport errors with ``Retry-After`` honoured, stops the run
+on a refused key, keeps to ``rpm``/``tpm`` limits and reads its answer within ``IRFLOW_MAX_RESPONSE_BYTES``
+and ``IRFLOW_RESPONSE_SECONDS``. API keys are read from the environment at call time and never logged,
+stored or shown.
 """
 
 from __future__ import annotations
@@ -141,8 +143,101 @@ class LLMClient:
         return None
 
 
-class OpenAIClient(LLMClient):
-    """A model behind an OpenAI-compatible ``/chat/completions`` endpoint, called over httpx."""
+class HttpLLMClient(LLMClient):
+    """A client that POSTs JSON through irflow's HTTP layer: retries, rate limits, bounded answers, one httpx
+    client per event loop. Subclasses build the request (:meth:`_request`) and read the answer (:meth:`_answer`)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        max_retries: int = 5,
+        backoff: float = 1.0,
+        max_backoff: float = 60.0,
+        timeout: float = 120.0,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(model, **kwargs)
+        self.max_retries, self.backoff, self.max_backoff = int(max_retries), float(backoff), float(max_backoff)
+        self.timeout = float(timeout)
+        try:  # requests and tokens per minute (the provider's limits for the key): waits instead of 429s
+            self.limiter = RateLimiter(None if rpm is None else float(rpm), None if tpm is None else float(tpm))
+        except ValueError as err:
+            raise LLMSetupError(f"{self.role} {self.name}: {err}") from None
+        self._client: Any = None
+        self._loop: Any = None
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "max_retries": self.max_retries, "rpm": self.limiter.rpm, "tpm": self.limiter.tpm}
+
+    def _http(self) -> Any:
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:  # a client belongs to one event loop
+            self._client, self._loop = httpx.AsyncClient(timeout=self.timeout), loop
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None and self._loop is asyncio.get_running_loop():
+            await self._client.aclose()
+        self._client = self._loop = None
+
+    def _request(self, system: str, user: str, key: str | None) -> tuple[str, dict[str, Any], dict[str, str]]:
+        """``(url, JSON body, headers)`` of one prompt."""
+        raise NotImplementedError
+
+    def _answer(self, reply: Any) -> tuple[str, int, int]:
+        """``(text, prompt tokens, completion tokens)`` of a decoded answer; KeyError, IndexError or TypeError
+        when it is not shaped as expected."""
+        raise NotImplementedError
+
+    def _key_required(self) -> bool:
+        return True
+
+    async def _complete(self, system: str, user: str) -> tuple[str, int]:
+        key = self._key(required=self._key_required())
+        url, body, headers = self._request(system, user, key)
+        policy = RetryPolicy(self.max_retries, self.backoff, self.max_backoff)
+        hint = f"check {self.key_env}" if self.key_env else "check the API key"
+        call = Call(url, f"{self.role} {self.name}", (key,) if key else (), policy, hint, self.limiter)
+        tokens = (len(system) + len(user)) // 4 + self.max_tokens  # for the tokens-per-minute budget only
+        try:
+            reply = await call.apost(self._http(), body, tokens=tokens, headers=headers)
+        except HttpAuthError as err:  # the key is refused: every other call would be refused too
+            raise LLMAuthError(str(err)) from None
+        except HttpCallError as err:
+            raise LLMCallError(str(err), err.attempts) from None
+        try:
+            text, prompt, completion = self._answer(reply.json)
+        except (KeyError, IndexError, TypeError, AttributeError):
+            unexpected = redact(json.dumps(reply.json)[:200], (key,) if key else ())
+            raise LLMCallError(f"{self.role} {self.name}: unexpected response {unexpected!r}", reply.attempts) from None
+        self.usage["calls"] += 1
+        self.usage["prompt_tokens"] += prompt
+        self.usage["completion_tokens"] += completion
+        return text, reply.attempts
+
+
+def _count(value: Any) -> int:
+    """A token count as the provider gave it (0 when absent or not an integer)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _base_url(url: str | None, default: str, who: str, key_env: str) -> str:
+    """``url`` (or ``default``) without its trailing slash, checked as an http(s) URL without credentials."""
+    base = (url or default).rstrip("/")
+    refuse_credentials(base, who, f"{key_env}, or the variable key_env=VARIABLE names")
+    parsed = urlparse(base)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise LLMSetupError(f"{who}: bad base URL {base!r}: expected http(s)://host[:port][/path]")
+    return base
+
+
+class OpenAIClient(HttpLLMClient):
+    """A model behind an OpenAI-compatible ``/chat/completions`` endpoint."""
 
     kind = "openai"
 
@@ -152,14 +247,8 @@ class OpenAIClient(LLMClient):
         base_url: str | None = None,
         *,
         key_env: str = "OPENAI_API_KEY",
-        max_retries: int = 5,
-        backoff: float = 1.0,
-        max_backoff: float = 60.0,
-        timeout: float = 120.0,
         response_format: str = "json_object",
         reasoning: str = "auto",
-        rpm: float | None = None,
-        tpm: float | None = None,
         **kwargs: Any,
     ) -> None:
         if reasoning not in ("auto", "yes", "no"):
@@ -178,41 +267,17 @@ class OpenAIClient(LLMClient):
         default_name = f"openai:{model}" + ("" if self.base_url == OPENAI_BASE_URL else f"@{self.base_url}")
         kwargs.setdefault("name", default_name)
         super().__init__(model, provider=parsed.netloc, key_env=key_env, **kwargs)
-        self.max_retries, self.backoff, self.max_backoff = int(max_retries), float(backoff), float(max_backoff)
-        self.timeout, self.response_format = float(timeout), response_format
-        try:  # requests and tokens per minute (the provider's limits for the key): waits instead of 429s
-            self.limiter = RateLimiter(None if rpm is None else float(rpm), None if tpm is None else float(tpm))
-        except ValueError as err:
-            raise LLMSetupError(f"{self.role} {self.name}: {err}") from None
-        self._client: Any = None
-        self._loop: Any = None
+        self.response_format = response_format
         self.answer_schema: tuple[str, dict[str, Any]] | None = None  # json_schema: (name, schema); None: json_object
 
+    def _key_required(self) -> bool:
+        return self.base_url == OPENAI_BASE_URL  # local servers usually need no key
+
     def prepare(self) -> None:
-        self._key(required=self.base_url == OPENAI_BASE_URL)  # local servers usually need no key
+        self._key(required=self._key_required())
 
     def describe(self) -> dict[str, Any]:
-        return {
-            **super().describe(),
-            "base_url": self.base_url,
-            "response_format": self.response_format,
-            "max_retries": self.max_retries,
-            "rpm": self.limiter.rpm,
-            "tpm": self.limiter.tpm,
-        }
-
-    def _http(self) -> Any:
-        import httpx
-
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:  # a client belongs to one event loop
-            self._client, self._loop = httpx.AsyncClient(timeout=self.timeout), loop
-        return self._client
-
-    async def aclose(self) -> None:
-        if self._client is not None and self._loop is asyncio.get_running_loop():
-            await self._client.aclose()
-        self._client = self._loop = None
+        return {**super().describe(), "base_url": self.base_url, "response_format": self.response_format}
 
     def _body(self, system: str, user: str) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -235,36 +300,25 @@ class OpenAIClient(LLMClient):
             }
         return body
 
-    def _call(self, key: str | None) -> Call:
-        policy = RetryPolicy(self.max_retries, self.backoff, self.max_backoff)
-        hint = f"check {self.key_env}" if self.key_env else "check the API key"
-        who = f"{self.role} {self.name}"
-        return Call(f"{self.base_url}/chat/completions", who, (key,) if key else (), policy, hint, self.limiter)
-
-    async def _complete(self, system: str, user: str) -> tuple[str, int]:
-        key = self._key(required=self.base_url == OPENAI_BASE_URL)
+    def _request(self, system: str, user: str, key: str | None) -> tuple[str, dict[str, Any], dict[str, str]]:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        tokens = (len(system) + len(user)) // 4 + self.max_tokens  # for the tokens-per-minute budget only
-        try:
-            reply = await self._call(key).apost(self._http(), self._body(system, user), tokens=tokens, headers=headers)
-        except HttpAuthError as err:  # the key is refused: every other call would be refused too
-            raise LLMAuthError(str(err)) from None
-        except HttpCallError as err:
-            raise LLMCallError(str(err), err.attempts) from None
-        counted = reply.json.get("usage") if isinstance(reply.json, dict) else None
-        self.usage["calls"] += 1
-        for field in ("prompt_tokens", "completion_tokens"):
-            value = counted.get(field) if isinstance(counted, dict) else None
-            self.usage[field] += value if isinstance(value, int) and not isinstance(value, bool) else 0
-        try:
-            return str(reply.json["choices"][0]["message"]["content"] or ""), reply.attempts
-        except (KeyError, IndexError, TypeError):
-            unexpected = redact(json.dumps(reply.json)[:200])
-            raise LLMCallError(f"unexpected response {unexpected!r}", reply.attempts) from None
+        return f"{self.base_url}/chat/completions", self._body(system, user), headers
+
+    def _answer(self, reply: Any) -> tuple[str, int, int]:
+        counted = reply.get("usage") if isinstance(reply, dict) else None
+        counted = counted if isinstance(counted, dict) else {}
+        text = str(reply["choices"][0]["message"]["content"] or "")
+        return text, _count(counted.get("prompt_tokens")), _count(counted.get("completion_tokens"))
 
 
-class AnthropicClient(LLMClient):
-    """Claude through the ``anthropic`` SDK (which retries rate limits and 5xx itself)."""
+ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+ANTHROPIC_VERSION = "2023-06-01"
+GEMINI_BASE_URL = "https://generativelanguage.googleapis.com"
+GEMINI_API_VERSION = "v1beta"
+
+
+class AnthropicClient(HttpLLMClient):
+    """Claude through Anthropic's Messages API (``POST {base_url}/v1/messages``)."""
 
     kind = "anthropic"
 
@@ -273,7 +327,6 @@ class AnthropicClient(LLMClient):
         model: str,
         *,
         key_env: str = "ANTHROPIC_API_KEY",
-        max_retries: int = 5,
         concurrency: int = 4,
         base_url: str | None = None,
         thinking: int | str = "auto",
@@ -292,13 +345,11 @@ class AnthropicClient(LLMClient):
                     f"{who}: max_tokens ({kwargs['max_tokens']}) must exceed the thinking budget "
                     f"({self.thinking}): thinking counts against it"
                 )
+        self.base_url = _base_url(base_url, ANTHROPIC_BASE_URL, who, key_env)
         super().__init__(model, provider="anthropic", key_env=key_env, concurrency=concurrency, **kwargs)
-        self.max_retries, self.base_url = int(max_retries), base_url
-        self.sdk: Any = None
-        self._client: Any = None
 
     def request(self, system: str, user: str) -> dict[str, Any]:
-        """The keyword arguments of ``messages.create`` for one prompt."""
+        """The JSON body of one prompt (recent models take no sampling temperature: the model's default)."""
         options: dict[str, Any] = {
             "model": self.model,
             "max_tokens": self.max_tokens,
@@ -309,28 +360,19 @@ class AnthropicClient(LLMClient):
             options["thinking"] = {"type": "enabled", "budget_tokens": self.thinking}
         return options
 
-    def prepare(self) -> None:
-        self.sdk = _require("anthropic", "anthropic")
-        self._key()
+    def _request(self, system: str, user: str, key: str | None) -> tuple[str, dict[str, Any], dict[str, str]]:
+        headers = {"x-api-key": key or "", "anthropic-version": ANTHROPIC_VERSION}
+        return f"{self.base_url}/v1/messages", self.request(system, user), headers
 
-    async def _complete(self, system: str, user: str) -> tuple[str, int]:
-        if self._client is None:  # (recent SDKs take no sampling temperature: the model's default applies)
-            self._client = self.sdk.AsyncAnthropic(
-                api_key=self._key(), max_retries=self.max_retries, base_url=self.base_url
-            )
-        try:
-            message = await self._client.messages.create(**self.request(system, user))
-        except self.sdk.APIError as err:
-            problem = redact(f"{type(err).__name__}: {str(err)[:200]}")
-            if getattr(err, "status_code", None) in (401, 403):
-                raise LLMAuthError(f"{self.role} {self.name}: {problem} (check {self.key_env})") from None
-            raise LLMCallError(problem) from None
-        text = "".join(getattr(b, "text", "") or "" for b in message.content if getattr(b, "type", "text") == "text")
-        return text, 1
+    def _answer(self, reply: Any) -> tuple[str, int, int]:
+        blocks = reply["content"]
+        text = "".join(str(b.get("text") or "") for b in blocks if b.get("type", "text") == "text")
+        counted = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+        return text, _count(counted.get("input_tokens")), _count(counted.get("output_tokens"))
 
 
-class GeminiClient(LLMClient):
-    """Gemini through the ``google-genai`` SDK (JSON answers requested by MIME type)."""
+class GeminiClient(HttpLLMClient):
+    """Gemini through the Gemini API's ``generateContent`` (JSON answers requested by MIME type)."""
 
     kind = "gemini"
 
@@ -352,13 +394,11 @@ class GeminiClient(LLMClient):
         self.thinking = _thinking_budget(thinking, default, who, allow_zero=True)
         if self.thinking:
             kwargs.setdefault("max_tokens", self.thinking + DEFAULT_MAX_TOKENS)
+        self.base_url = _base_url(base_url, GEMINI_BASE_URL, who, key_env)
         super().__init__(model, provider="gemini", key_env=key_env, concurrency=concurrency, **kwargs)
-        self.base_url = base_url
-        self.sdk: Any = None
-        self._client: Any = None
 
     def config_options(self, system: str) -> dict[str, Any]:
-        """The keyword arguments of ``types.GenerateContentConfig`` for one prompt."""
+        """The generation options of one prompt (snake case; :meth:`request` sends them as the API spells them)."""
         options: dict[str, Any] = {
             "system_instruction": system,
             "temperature": 0,
@@ -369,23 +409,33 @@ class GeminiClient(LLMClient):
             options["thinking_config"] = {"thinking_budget": self.thinking}
         return options
 
-    def prepare(self) -> None:
-        self.sdk = _require("google.genai", "gemini")
-        self._key()
+    def request(self, system: str, user: str) -> dict[str, Any]:
+        """The JSON body of one prompt."""
+        options = self.config_options(system)
+        config: dict[str, Any] = {
+            "temperature": options["temperature"],
+            "maxOutputTokens": options["max_output_tokens"],
+            "responseMimeType": options["response_mime_type"],
+        }
+        if "thinking_config" in options:
+            config["thinkingConfig"] = {"thinkingBudget": options["thinking_config"]["thinking_budget"]}
+        return {
+            "systemInstruction": {"parts": [{"text": system}]},
+            "contents": [{"role": "user", "parts": [{"text": user}]}],
+            "generationConfig": config,
+        }
 
-    async def _complete(self, system: str, user: str) -> tuple[str, int]:
-        if self._client is None:
-            options = self.sdk.types.HttpOptions(base_url=self.base_url) if self.base_url else None
-            self._client = self.sdk.Client(api_key=self._key(), http_options=options)
-        config = self.sdk.types.GenerateContentConfig(**self.config_options(system))
-        try:
-            response = await self._client.aio.models.generate_content(model=self.model, contents=user, config=config)
-        except Exception as err:  # the SDK's errors share no public base class across versions
-            problem = redact(f"{type(err).__name__}: {str(err)[:200]}")
-            if getattr(err, "code", None) in (401, 403) or getattr(err, "status_code", None) in (401, 403):
-                raise LLMAuthError(f"{self.role} {self.name}: {problem} (check {self.key_env})") from None
-            raise LLMCallError(problem) from None
-        return str(response.text or ""), 1
+    def _request(self, system: str, user: str, key: str | None) -> tuple[str, dict[str, Any], dict[str, str]]:
+        url = f"{self.base_url}/{GEMINI_API_VERSION}/models/{self.model}:generateContent"
+        return url, self.request(system, user), {"x-goog-api-key": key or ""}
+
+    def _answer(self, reply: Any) -> tuple[str, int, int]:
+        counted = reply.get("usageMetadata") if isinstance(reply.get("usageMetadata"), dict) else {}
+        if not reply.get("candidates"):  # a refused prompt: no candidate, the reason in promptFeedback
+            raise KeyError("candidates")
+        parts = reply["candidates"][0].get("content", {}).get("parts") or []
+        text = "".join(str(p.get("text") or "") for p in parts if not p.get("thought"))  # thoughts are not the answer
+        return text, _count(counted.get("promptTokenCount")), _count(counted.get("candidatesTokenCount"))
 
 
 def _thinking_budget(value: int | str, default: int | None, who: str, *, allow_zero: bool = False) -> int | None:
@@ -401,14 +451,3 @@ def _thinking_budget(value: int | str, default: int | None, who: str, *, allow_z
     if tokens == 0:
         return 0 if allow_zero else None
     return tokens
-
-
-def _require(module: str, extra: str) -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise LLMSetupError(
-            f"the {extra} LLM client needs the {module!r} package: pip install 'irflow[{extra}]'"
-        ) from None

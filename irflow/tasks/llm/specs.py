@@ -4,13 +4,13 @@ Kinds (:data:`LLM_KINDS`):
 
 * ``openai:MODEL[@BASE_URL]`` — any OpenAI-compatible chat API (OpenAI, vLLM, Ollama, LM Studio...)
   over irflow's HTTP client layer; key from ``$OPENAI_API_KEY`` (option ``key_env``), optional for local servers.
-* ``anthropic:MODEL`` and ``gemini:MODEL`` — through their SDKs (optional extras ``irflow[anthropic]``,
-  ``irflow[gemini]``, imported only when used); keys from ``$ANTHROPIC_API_KEY`` and ``$GEMINI_API_KEY``.
+* ``anthropic:MODEL`` and ``gemini:MODEL`` — Anthropic's Messages API and Gemini's generateContent, over the
+  same HTTP client layer (no SDK); keys from ``$ANTHROPIC_API_KEY`` and ``$GEMINI_API_KEY``.
 
 Options: ``name``, ``concurrency`` (calls in flight), ``price`` (USD per 1k tokens, for estimates),
 ``key_env``, ``max_retries``, ``timeout``, ``max_tokens``, ``max_chars`` (of each document shown),
 ``response_format`` (json_object | json_schema |
-none), ``reasoning``, ``backoff``, ``rpm``/``tpm`` (openai), ``base_url`` and ``thinking`` (the SDK kinds).
+none) and ``reasoning`` (openai), ``backoff``, ``rpm``/``tpm``, ``base_url`` and ``thinking`` (anthropic, gemini).
 A base URL carrying credentials is refused here, when the spec is parsed (:mod:`irflow.tasks.core.urls`).
 """
 
@@ -35,10 +35,15 @@ OPTIONS = {
             *("max_chars", "response_format", "reasoning", "rpm", "tpm"),
         }
     ),
-    "anthropic": frozenset(
-        {"name", "concurrency", "price", "key_env", "max_retries", "max_tokens", "max_chars", "base_url", "thinking"}
-    ),
-    "gemini": frozenset({"name", "concurrency", "price", "key_env", "max_tokens", "max_chars", "base_url", "thinking"}),
+    **{
+        kind: frozenset(
+            {
+                *("name", "concurrency", "price", "key_env", "max_retries", "backoff", "timeout", "max_tokens"),
+                *("max_chars", "rpm", "tpm", "base_url", "thinking"),
+            }
+        )
+        for kind in ("anthropic", "gemini")
+    },
 }
 NUMBERS: dict[str, Callable[[str], int | float]] = {
     "concurrency": int,

@@ -9,7 +9,9 @@ evaluated under an old name.
 
 A run is evaluated as trec_eval reads it: whole unless a depth is given (``default_depth``), documents
 missing from the corpus kept at their rank (``ranking.against_dataset``). Only a regular file is read,
-a MiB at a time, within ``run_limits`` (content bytes, gzip expansion, TREC line length, hits per query).
+a MiB at a time, within ``run_limits`` (content bytes, gzip expansion, TREC line length, hits per query; a
+JSON run, parsed whole, within its own smaller limit). A Parquet file is read from the file itself, its three
+columns a row group at a time, after its metadata was checked against the content limit.
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ from irflow.tasks.core.limits import (
     MAX_EXTRACT_RATIO,
     MAX_RUN_BYTES,
     MAX_RUN_HITS,
+    MAX_RUN_JSON_BYTES,
     MAX_RUN_LINE,
     RATIO_FLOOR_BYTES,
+    LimitError,
     open_regular,
 )
 from irflow.tasks.core.runs import CONTENT_LINE, TREC_FIELDS, has_duplicates, order_run, parse_trec
@@ -50,12 +54,14 @@ _GZIP = 16 + zlib.MAX_WBITS  # zlib reads the gzip header and trailer
 
 @dataclass(frozen=True)
 class RunLimits:
-    """How much of a run file is read: content bytes, bytes per line, hits per query, gzip expansion ratio."""
+    """How much of a run file is read: content bytes, bytes per line, hits per query, gzip expansion ratio,
+    content bytes of a JSON run (parsed whole)."""
 
     bytes: int
     line: int
     hits: int
     ratio: float
+    json: int = int(MAX_RUN_JSON_BYTES.default)
 
 
 @dataclass(frozen=True)
@@ -69,9 +75,16 @@ class RunFile:
 
 
 def run_limits() -> RunLimits:
-    """The reading limits, from ``IRFLOW_MAX_RUN_BYTES``, ``IRFLOW_MAX_RUN_LINE``, ``IRFLOW_MAX_RUN_HITS``
-    and (for a gzip file) the archives' ``IRFLOW_MAX_EXTRACT_RATIO`` (:mod:`irflow.tasks.core.limits`)."""
-    return RunLimits(MAX_RUN_BYTES.bytes(), MAX_RUN_LINE.bytes(), MAX_RUN_HITS.bytes(), MAX_EXTRACT_RATIO.value())
+    """The reading limits, from ``IRFLOW_MAX_RUN_BYTES``, ``IRFLOW_MAX_RUN_LINE``, ``IRFLOW_MAX_RUN_HITS``,
+    (for a gzip file) the archives' ``IRFLOW_MAX_EXTRACT_RATIO`` and ``IRFLOW_MAX_RUN_JSON_BYTES``
+    (:mod:`irflow.tasks.core.limits`)."""
+    return RunLimits(
+        MAX_RUN_BYTES.bytes(),
+        MAX_RUN_LINE.bytes(),
+        MAX_RUN_HITS.bytes(),
+        MAX_EXTRACT_RATIO.value(),
+        MAX_RUN_JSON_BYTES.bytes(),
+    )
 
 
 def read_run(path: str | os.PathLike[str], limits: RunLimits | None = None) -> RunFile:
@@ -87,9 +100,21 @@ def read_run(path: str | os.PathLike[str], limits: RunLimits | None = None) -> R
         fmt, pieces = content.format()
         if fmt == "trec":
             run = _trec(pieces, where, content.skipped_lines + 1)
+        elif fmt == "parquet" and not content.compressed:  # hashed and checked as it streams; read from the file
+            for _ in pieces:
+                pass
+            content.fh.seek(0)
+            run = _parquet(content.fh, where, limits)
         else:
-            data = b"".join(pieces)
-            run = _parquet(data, where) if fmt == "parquet" else _json(data, where)
+            data = bytearray()
+            for piece in pieces:
+                data += piece
+            if fmt == "parquet":
+                import io
+
+                run = _parquet(io.BytesIO(data), where, limits)
+            else:
+                run = _json(bytes(data), where)
             del data
         digest, compressed = content.digest.hexdigest(), content.compressed
     if run.empty:
@@ -132,9 +157,7 @@ class _Content:
         head = self.fh.read(_CHUNK)
         self.compressed = head[:2] == b"\x1f\x8b"
         if size > limits.bytes and not self.compressed:
-            raise InputError(
-                f"the run file has {size:,} bytes, more than {limits.bytes:,} (IRFLOW_MAX_RUN_BYTES)", path=where
-            )
+            raise LimitError(_passed(MAX_RUN_BYTES, limits.bytes, f"the run file has {size:,} bytes"), path=where)
         pieces = self._checked(head)
         for piece in pieces:
             if self.fmt is None:  # whitespace only: counted, not kept
@@ -150,9 +173,15 @@ class _Content:
             if self.fmt is None and (start := re.search(rb"\S", piece)) is not None:
                 text = piece[start.start() :]
                 self.fmt = "parquet" if text[:4] == b"PAR1" and not total else "json" if text[:1] == b"{" else "trec"
+                size = os.fstat(self.fh.fileno()).st_size
+                if self.fmt == "json" and not self.compressed and size > limits.json:  # parsed whole: refused unread
+                    what = f"the JSON run has {size:,} bytes"
+                    raise LimitError(_passed(MAX_RUN_JSON_BYTES, limits.json, what), path=where)
             total += len(piece)
             if total > limits.bytes:
-                raise InputError(f"the run's content passes {limits.bytes:,} bytes (IRFLOW_MAX_RUN_BYTES)", path=where)
+                raise LimitError(_passed(MAX_RUN_BYTES, limits.bytes, "the run's content"), path=where)
+            if self.fmt == "json" and total > limits.json:  # parsed whole: ~12 times its size in memory
+                raise LimitError(_passed(MAX_RUN_JSON_BYTES, limits.json, "a JSON run's content"), path=where)
             if self.compressed and total > RATIO_FLOOR_BYTES and total > limits.ratio * read:
                 raise InputError(
                     f"the gzip run expands {total / read:,.0f} times, more than {limits.ratio:g} (a gzip bomb? "
@@ -162,6 +191,11 @@ class _Content:
             if self.fmt in (None, "trec"):
                 lines, line = _line_lengths(piece, lines, line, limits.line, where)
             yield piece
+
+
+def _passed(limit: Any, value: float, what: str) -> str:
+    """``limit.passed(what)`` for the value ``limits`` carry (the environment's unless a caller set one)."""
+    return f"{what}: more than {value:,.0f} {limit.unit} ({limit.env}; raise it to allow more)"
 
 
 def _segments(pieces: Iterator[bytes], first_line: int) -> Iterator[tuple[int, int, bytes]]:
@@ -363,25 +397,83 @@ def _finite(value: Any) -> bool:
         return False
 
 
-def _parquet(data: bytes, where: str) -> pd.DataFrame:
-    """A Parquet run table: ``query_id``, ``doc_id``, ``score`` (other columns, e.g. ``rank``, ignored)."""
-    import io
+_PARQUET_COLUMNS = ("query_id", "doc_id", "score")
+_PARQUET_ROW_FLOOR = 16  # decoded bytes of one row at least: a float and two string offsets
 
+
+def _parquet_table(source: Any, where: str, limits: RunLimits) -> Any:
+    """The three columns of a Parquet run, a row group at a time, within ``limits.bytes`` of decoded data: the
+    metadata's rows and uncompressed sizes are checked before anything is decoded (a file of a few KB can
+    hold a billion dictionary-encoded rows), then each row group's ids are read dictionary-encoded and what
+    they decode to is counted before they are decoded."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(io.BytesIO(data))
+        parquet = pq.ParquetFile(source)
     except (pa.ArrowException, OSError) as exc:
         raise InputError(f"unreadable Parquet file: {exc}", path=where) from None
-    missing = [c for c in ("query_id", "doc_id", "score") if c not in table.column_names]
+    names = parquet.schema_arrow.names
+    missing = [c for c in _PARQUET_COLUMNS if c not in names]
     if missing:
         raise InputError(
             f"Parquet run lacks column(s) {', '.join(missing)}: expected query_id, doc_id, score "
-            f"(found {', '.join(table.column_names)})",
+            f"(found {', '.join(names)})",
             path=where,
         )
-    frame = table.select(["query_id", "doc_id", "score"]).to_pandas()
+    meta = parquet.metadata
+    parquet = pq.ParquetFile(source, metadata=meta, read_dictionary=["query_id", "doc_id"])  # ids kept encoded
+    wanted = [i for i in range(meta.num_columns) if meta.schema.column(i).path in _PARQUET_COLUMNS]
+    stored = sum(
+        meta.row_group(g).column(i).total_uncompressed_size for g in range(meta.num_row_groups) for i in wanted
+    )
+    promised = max(stored, meta.num_rows * _PARQUET_ROW_FLOOR)
+    if promised > limits.bytes:
+        what = f"the Parquet run holds {meta.num_rows:,} rows, {promised:,} bytes or more decoded"
+        raise LimitError(_passed(MAX_RUN_BYTES, limits.bytes, what), path=where)
+    groups, decoded = [], 0
+    try:
+        for g in range(meta.num_row_groups):
+            group = parquet.read_row_group(g, columns=list(_PARQUET_COLUMNS))
+            decoded += sum(_decoded_bytes(chunk) for column in group.columns for chunk in column.chunks)
+            if decoded > limits.bytes:
+                what = f"the Parquet run's decoded columns (row group {g + 1} of {meta.num_row_groups})"
+                raise LimitError(_passed(MAX_RUN_BYTES, limits.bytes, what), path=where)
+            groups.append(pa.table({c: _plain(group.column(c)) for c in _PARQUET_COLUMNS}))
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"unreadable Parquet file: {exc}", path=where) from None
+    if not groups:
+        return parquet.schema_arrow.empty_table().select(list(_PARQUET_COLUMNS))
+    return pa.concat_tables(groups)
+
+
+def _decoded_bytes(array: Any) -> int:
+    """Bytes ``array`` takes once decoded: a dictionary array's values counted per row, without decoding it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_dictionary(array.type):
+        return int(array.nbytes)
+    values = array.dictionary
+    if pa.types.is_string(values.type) or pa.types.is_binary(values.type) or pa.types.is_large_string(values.type):
+        sizes = pc.binary_length(values).fill_null(0)
+        return int(pc.sum(sizes.take(array.indices.fill_null(0))).as_py() or 0) + 8 * len(array)
+    return int(values.type.bit_width // 8 * len(array)) if hasattr(values.type, "bit_width") else int(array.nbytes)
+
+
+def _plain(column: Any) -> Any:
+    """A column decoded when dictionary-encoded (after :func:`_decoded_bytes` counted what that costs)."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(column.type):
+        return pa.chunked_array([chunk.dictionary_decode() for chunk in column.chunks], type=column.type.value_type)
+    return column
+
+
+def _parquet(source: Any, where: str, limits: RunLimits) -> pd.DataFrame:
+    """A Parquet run table: ``query_id``, ``doc_id``, ``score`` (other columns, e.g. ``rank``, never read)."""
+    table = _parquet_table(source, where, limits)
+    frame = table.to_pandas()
     for column in ("query_id", "doc_id"):
         if frame[column].isna().any():
             row = int(frame[column].isna().to_numpy().argmax())
