@@ -22,6 +22,7 @@ def check_rag(args: argparse.Namespace) -> None:
     check_depth(args.depth, high=MAX_K)
     if args.system:
         check_systems(args.dataset, args.system, split=args.split)
+    check_llm(args.generator, "--generator", "generator")
     check_llm(args.judge, "--judge")
     check_embedder(args.embedder)
     args.specs, _, args.metrics, _, _ = validate_rag(

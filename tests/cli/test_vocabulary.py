@@ -153,6 +153,16 @@ EARLY = [  # (arguments, the named error)
     ("abtest {ab} --unit user_id --sequential --no-track", "--sequential reads the log day by day"),
     ("interleave --dataset techdocs --system bm25 --system bm52", "(did you mean 'bm25'?)"),
     ("annotate --dataset techdocs --judge opena:gpt --no-track", "--judge 'opena:gpt': unknown judge kind"),
+    (
+        "datasets synthesize --dataset techdocs --name s --llm opena:gpt",
+        "--llm 'opena:gpt': unknown LLM kind 'opena' (did you mean 'openai'?); expected an LLM spec (openai:MODEL",
+    ),
+    ("datasets synthesize --dataset techdocs --name s --llm model:m", "--llm 'model:m': unknown LLM kind 'model'"),
+    (
+        "rag --system bm25 --generator opena:gpt --no-track",
+        "--generator 'opena:gpt': unknown generator kind 'opena' (did you mean 'openai'?); expected extractive",
+    ),
+    ("rag --answers {ab} --judge antropic:x --no-track", "--judge 'antropic:x': unknown LLM kind 'antropic'"),
     ("datasets info beir/scifakt", "NAME: unknown dataset 'beir/scifakt' (did you mean 'beir/scifact'?)"),
     ("drift --dataset techdocs --current {root}/queries.csv", "no query or text column"),
     ("power {root}/none", "RESULT {root}/none: no such folder"),
