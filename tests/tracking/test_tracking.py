@@ -403,7 +403,7 @@ def test_nightly_flags_a_degraded_system_and_not_an_unchanged_rerun(
 ) -> None:
     from prefect.client.orchestration import get_client
 
-    from irflow.cli.orchestration import cmd_compare
+    from irflow.cli.compare import cmd_compare
     from irflow.flows.suite import RegressionError, nightly_flow
 
     shared.use(monkeypatch)  # minilm vectors of techdocs are cached there
