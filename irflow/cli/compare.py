@@ -116,19 +116,13 @@ def _snapshot(tracker: Any, ref: str) -> Any:
     """A run's per-query values: from MLflow (a folder's own run when it was tracked), else from the folder's files."""
     from pathlib import Path
 
-    from irflow.tasks.report.plots import short_labels
-    from irflow.tasks.report.results import load_results
+    from irflow.tasks.report.results import labelled_per_query
     from irflow.tasks.tracking.log import snapshot
     from irflow.tasks.tracking.read import Snapshot, resolve_run
 
     folder = Path(ref)
     if folder.is_dir() and not _tracked(folder):  # named by label, as MLflow's runs are
-        stored = load_results(folder)
-        name = str(stored.document["dataset"]["name"])
-        labels = short_labels(list(stored.systems), stored.document.get("labels"))
-        keys = {(name, labels.get(s, s)): {"system.spec": s} for s in stored.systems}
-        table = stored.per_query.assign(dataset=name, system=stored.per_query["system"].map(lambda s: labels.get(s, s)))
-        return Snapshot(table[["dataset", "system", "query_id", "metric", "value"]], keys)
+        return Snapshot(*labelled_per_query(folder))
     return snapshot(tracker, resolve_run(tracker, ref))
 
 

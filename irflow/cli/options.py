@@ -134,8 +134,9 @@ def embedder_option(
     return option(parser, "--embedder", metavar="MODEL", help=help, old=old, **kwargs)
 
 
-def no_track_option(parser: Any) -> argparse.Action:
-    return parser.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+def no_track_option(parser: Any, help: str = "do not log to MLflow") -> argparse.Action:
+    """``--no-track``: nothing is logged to MLflow (every command that tracks has it)."""
+    return parser.add_argument("--no-track", action="store_true", help=help)
 
 
 def json_option(parser: Any, help: str = "print one JSON object instead of the text") -> argparse.Action:

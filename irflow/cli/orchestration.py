@@ -121,14 +121,19 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
     experiment = validate_experiment(resolve_experiment(None, args.config))  # bad names fail before any stage
     suite_output(experiment, args.command, args.output)
-    check_tracking(experiment=experiment.mlflow_experiment)  # a write, within seconds
+    track = not args.no_track
+    if track:
+        check_tracking(experiment=experiment.mlflow_experiment)  # a write, within seconds
     prefect_api.ready(*stage_libraries(experiment.specs()))
     flow = nightly_flow if args.command == "nightly" else suite_flow
-    result: Any = flow(config=args.config, output=args.output, task_runner=args.task_runner, scheduler=args.scheduler)
+    result: Any = flow(
+        config=args.config, output=args.output, task_runner=args.task_runner, scheduler=args.scheduler, track=track
+    )
     if getattr(args, "json", False):
         print(json.dumps(result, indent=2, default=str))
         return 0
-    print(f"results: {result['output']}/ (suite.md, suite.json); MLflow run {result['mlflow_run_id']}")
+    tracked = f"MLflow run {result['mlflow_run_id']}" if result.get("mlflow_run_id") else "MLflow: not tracked"
+    print(f"results: {result['output']}/ (suite.md, suite.json); {tracked}")
     if result.get("verdict"):
         print(result["verdict"])
     return 0
@@ -147,6 +152,11 @@ def add_orchestration_parsers(subparsers: Any) -> None:
         )
         p.add_argument("--output", metavar="DIR", help=f"result folder (default: results/{name}/<name>)")
         _runner_options(p)
+        no_track_option(
+            p,
+            "do not log to MLflow"
+            + (" (the last tracked nightly run is still read, to compare with)" if name == "nightly" else ""),
+        )
         json_option(p, "print the suite's result as one JSON object")
         p.set_defaults(func=cmd_suite, check=check_suite, runs_flow=True)
 
