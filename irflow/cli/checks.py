@@ -29,6 +29,21 @@ def check_dataset(name: str | None, option: str = "--dataset") -> None:
         check_dataset_name(name, option)
 
 
+def check_human(value: str | None, option: str = "--human", answers: bool = False) -> None:
+    """``--human`` as every command takes it (:func:`irflow.cli.options.human_form`): a stored dataset (did you
+    mean) or a regular file of judgements; ``answers``: verdicts on answers (``irflow rag``), a file only."""
+    if value is None:
+        return
+    if answers:
+        from irflow.tasks.rag.calibrate import check_verdicts_file
+
+        check_verdicts_file(value)
+        return
+    from irflow.api.request import check_human as check
+
+    check(value, option)
+
+
 def check_file(path: str | Path, option: str, expected: str) -> Path:
     """``path`` is a regular file; else an InputError naming ``option``, the path and what it is."""
     from irflow.tasks.core.paths import describe_path

@@ -1,6 +1,6 @@
 """CLI pieces for orchestration and tracking: ``irflow suite``, ``irflow nightly`` (``irflow compare`` is
-:mod:`irflow.cli.compare`) and the ``irflow run`` options ``--experiment``, ``--no-track``, ``--seed``, ``--task-runner``,
-``--scheduler``. Wired into ``flows.cli`` with::
+:mod:`irflow.cli.compare`) and the ``irflow run`` options ``--experiment``, ``--no-track``, ``--seed``,
+``--task-runner``, ``--scheduler``. Wired into ``flows.cli`` with::
 
     add_run_options(run_parser); add_orchestration_parsers(subparsers)
     flow, extra = configure_run(args, preload)   # in cmd_run, before the flow is called

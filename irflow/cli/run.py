@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from irflow.cli.options import json_option
+from irflow.cli.options import human_option, json_option
 from irflow.cli.orchestration import add_run_options
 from irflow.cli.terminal import failures_text, metrics_table, print_outcome
 
@@ -195,10 +195,10 @@ def add_run_parser(sub: Any) -> None:
     p.add_argument(
         "--overwrite", action="store_true", help="replace the results of another run in --output (refused otherwise)"
     )
-    p.add_argument(
-        "--human",
-        metavar="DATASET",
-        help="human judgements of some of --dataset's queries: calibrate the judge's means by them (PPI++)",
+    human_option(
+        p,
+        "human judgements of some of --dataset's queries, a stored dataset or a file (a qrels file or a filled "
+        "sheet): calibrate the judge's means by them (PPI++)",
     )
     p.add_argument("--latency-runs", type=int, default=3, help="timed repetitions per query (0: skip latency)")
     p.add_argument(
