@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,10 +114,13 @@ def check_llm(spec: str | None, option: str, role: str = "llm") -> None:
     from irflow.tasks.llm import LLM_KINDS, parse_llm
 
     kind = str(spec).strip().partition(":")[0].partition("(")[0]
+    kinds: tuple[str, ...] = tuple(LLM_KINDS)
+    noun, forms = "LLM kind", f"expected an LLM spec ({_llm_forms(LLM_KINDS)})"
+    parse: Callable[[str, str], object] = parse_llm
     if role == "judge":
         from irflow.tasks.annotate.judges import KINDS, parse_judge
 
-        kinds, noun, forms, parse = KINDS, "judge kind", "`irflow annotate --help` lists the forms", parse_judge
+        kinds, noun, forms, parse = tuple(KINDS), "judge kind", "`irflow annotate --help` lists the forms", parse_judge
     elif role == "generator":
         from irflow.tasks.rag.generate import parse_generator
 
@@ -126,8 +129,7 @@ def check_llm(spec: str | None, option: str, role: str = "llm") -> None:
 
         def parse(text: str, _: str) -> object:
             return parse_generator(text)
-    else:
-        kinds, noun, forms, parse = LLM_KINDS, "LLM kind", f"expected an LLM spec ({_llm_forms(LLM_KINDS)})", parse_llm
+
     if kind not in kinds:
         raise InputError(f"{option} {spec!r}: unknown {noun} {kind!r}{suggestion(kind, kinds)}; {forms}")
     try:
