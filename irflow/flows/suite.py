@@ -271,12 +271,8 @@ def _previous_nightly(tracker: Tracker, exp: Experiment) -> str | None:
     found = tracker.client.get_experiment_by_name(exp.mlflow_experiment)
     if found is None:
         return None
-    previous = tracker.search(
-        f"tags.`{KIND}` = 'nightly' and tags.`irflow.config` = '{exp.config_id()}'",
-        max_results=1,
-        finished=True,
-        experiment_id=str(found.experiment_id),
-    )
+    nightly = f"tags.`{KIND}` = 'nightly' and tags.`irflow.config` = '{exp.config_id()}'"
+    previous = tracker.search(nightly, max_results=1, finished=True, experiment_id=str(found.experiment_id))
     return str(previous[0].info.run_id) if previous else None
 
 
