@@ -27,7 +27,7 @@ def evaluate(
     baseline: str | None = None,
     depth: int | None = None,
     split: str | None = None,
-    human: str | None = None,
+    human: str | Path | None = None,
     seed: int = 0,
     latency_runs: int = 0,
     track: bool = False,
@@ -41,8 +41,9 @@ def evaluate(
     and hybrid), or a mapping label -> spec string, run (``{query_id: {doc_id: score}}`` or a DataFrame
     ``query_id, doc_id, score``) or callable ``(queries, k) -> hits`` (the ``python:`` protocol). ``qrels``:
     with in-memory runs, the judgements (``{query_id: {doc_id: grade}}`` or a DataFrame); no corpus is needed
-    then. ``baseline``: a label or a spec (default the first system). ``human``: a dataset of human judgements
-    of some queries: the means are calibrated by them (PPI++). ``output``: also write the result folder
+    then. ``baseline``: a label or a spec (default the first system). ``human``: human judgements of some
+    queries, a stored dataset's name or a file (a qrels file or a filled sheet): the means are calibrated by
+    them (PPI++). ``output``: also write the result folder
     there. ``track``: log to MLflow (experiment ``experiment``) as ``irflow run`` does.
 
     Every argument is checked before anything loads; a bad one raises :class:`~irflow.InputError`.

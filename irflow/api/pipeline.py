@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -168,6 +169,18 @@ def embedding_failures(specs: Sequence[str], embedded: Mapping[str, Mapping[str,
     return {system: final[str(node)] for system in specs for node in walk(as_spec(system)) if str(node) in final}
 
 
+def human_judgements(stages: Stages, request: EvaluationRequest) -> Dataset | None:
+    """``request.human`` loaded: a stored dataset (its split), or a file's judgements (a dataset of qrels alone)."""
+    from irflow.tasks.core.paths import file_or_dataset
+    from irflow.tasks.ingest import judgements_dataset
+
+    if request.human is None:
+        return None
+    if file_or_dataset(request.human) == "file":
+        return judgements_dataset(Path(request.human).expanduser(), request.split or "test")
+    return stages.ingest(request.human, request.split)
+
+
 def run_evaluation(request: EvaluationRequest, stages: Stages | None = None) -> Evaluation:
     """Evaluate ``request`` stage by stage (``stages``: in this process by default). A failing system does not
     lose the others: it is listed in ``Evaluation.failed``; when every system fails, :class:`SystemsFailed`."""
@@ -180,7 +193,7 @@ def run_evaluation(request: EvaluationRequest, stages: Stages | None = None) -> 
 
     stages = stages or Stages()
     data = request.dataset if isinstance(request.dataset, Dataset) else stages.ingest(request.dataset, request.split)
-    human = stages.ingest(request.human, request.split) if request.human is not None else None
+    human = human_judgements(stages, request)
     if human is not None:
         check_human(data, human)
     measures = condensed_first(data.manifest.get("source", {}), list(request.metrics))  # clicks or pools

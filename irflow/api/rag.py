@@ -58,7 +58,7 @@ def validate_rag(
     from irflow.tasks.experiment import check_models
     from irflow.tasks.ingest import check_name
     from irflow.tasks.llm import make_llm
-    from irflow.tasks.rag.calibrate import read_human_verdicts
+    from irflow.tasks.rag.calibrate import check_verdicts_file, read_human_verdicts
     from irflow.tasks.systems.specs import as_spec
 
     check_name(dataset)
@@ -80,6 +80,7 @@ def validate_rag(
     if judge is not None:
         make_llm(judge, "--judge", "judge")  # a bad spec fails now; nothing is called
     if human is not None:
+        check_verdicts_file(human)  # a file: a stored dataset judges documents, not answers
         if judge is None:
             raise InputError("--human calibrates the LLM-judged metrics: it needs --judge SPEC")
         read_human_verdicts(human)  # every row checked now, errors naming file:line

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeAlias
 
 import pandas as pd
@@ -62,7 +63,7 @@ class EvaluationRequest:
     metrics: tuple[str, ...]
     split: str | None = None
     depth: int | None = None
-    human: str | None = None
+    human: str | None = None  # a stored dataset's name or a judgements file (core.paths.file_or_dataset says which)
     seed: int = 0
     latency_runs: int = 0
 
@@ -98,7 +99,7 @@ def make_request(
     baseline: str | None = None,
     depth: int | None = None,
     split: str | None = None,
-    human: str | None = None,
+    human: str | Path | None = None,
     seed: int = 0,
     latency_runs: int = 0,
     labels: Mapping[str, str] | None = None,
@@ -118,9 +119,27 @@ def make_request(
     if human is not None:
         if not isinstance(data, str):
             raise InputError("human: calibration needs a stored dataset as dataset= (its judgements are a judge's)")
-        check_dataset_name(human, "human")
+        human = check_human(human)
     _check_models(chosen)
     return EvaluationRequest(data, chosen, measures, split, depth, human, seed, latency_runs)
+
+
+def check_human(human: str | Path, option: str = "human") -> str:
+    """Human judgements as ``human=`` (``--human``) takes them: a stored dataset's name (did-you-mean for a
+    misspelt one) or a file of judgements (a qrels file or a filled sheet, a regular file: nothing is read)."""
+    from irflow.tasks.core.paths import describe_path, file_or_dataset
+    from irflow.tasks.ingest import JUDGEMENTS_FILE
+
+    if not isinstance(human, str | Path) or not str(human):
+        raise InputError(f"{option}: expected a dataset name or a file of human judgements, got {human!r}")
+    text = str(human)
+    if file_or_dataset(text) == "file":
+        what = describe_path(Path(text).expanduser())
+        if what is not None:
+            raise InputError(f"{option}: {text}: {what}; expected a stored dataset or {JUDGEMENTS_FILE}")
+        return text
+    check_dataset_name(text, option)
+    return text
 
 
 def _dataset(dataset: str | Dataset | None, qrels: Run | None, split: str | None) -> str | Dataset:

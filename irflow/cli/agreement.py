@@ -3,7 +3,8 @@
 * ``irflow agreement SHEET SHEET...``: two or more judges' filled sheets (``irflow pool``): Cohen's kappa and
   Krippendorff's alpha (``tasks.evalsets.pool``);
 * ``irflow agreement --dataset D --human H``: a judge's qrels (dataset D) against human qrels of some of its
-  queries (dataset H): confusion, kappa, alpha, per-grade precision/recall and bias (``tasks.evalsets.agreement``).
+  queries (H: a dataset, or a qrels file or a filled sheet): confusion, kappa, alpha, per-grade
+  precision/recall and bias (``tasks.evalsets.agreement``).
 
 ``irflow judges agreement --judged D --human H`` is the second form's old spelling (one more release).
 """
@@ -15,12 +16,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from irflow.cli.options import dataset_option, deprecated_command, json_option
+from irflow.cli.options import dataset_option, deprecated_command, human_form, human_option, json_option
 
 
 def check_agreement(args: argparse.Namespace) -> None:
     """One form or the other; every sheet a regular file; both datasets known."""
-    from irflow.cli.checks import check_dataset, check_file
+    from irflow.cli.checks import check_dataset, check_file, check_human
     from irflow.tasks.core.schema import InputError
 
     sheets = list(getattr(args, "sheets", None) or [])
@@ -34,7 +35,7 @@ def check_agreement(args: argparse.Namespace) -> None:
         check_file(sheet, "SHEET", "a filled sheet (TSV or CSV: query_id, doc_id, grade)")
     if not sheets:
         check_dataset(args.dataset, "--dataset")
-        check_dataset(args.human, "--human")
+        check_human(args.human)
 
 
 def cmd_agreement(args: argparse.Namespace) -> int:
@@ -80,9 +81,13 @@ def _sheets(args: argparse.Namespace) -> int:
 def _judge_and_human(args: argparse.Namespace) -> int:
     from irflow.tasks.core.atomic import write_json
     from irflow.tasks.evalsets.agreement import agreement_text, judge_agreement
-    from irflow.tasks.ingest import load_dataset
+    from irflow.tasks.ingest import judgements_dataset, load_dataset
 
-    judged, human = load_dataset(args.dataset, args.split), load_dataset(args.human, args.split)
+    judged = load_dataset(args.dataset, args.split)
+    if human_form(args.human) == "file":
+        human = judgements_dataset(args.human, judged.split)
+    else:
+        human = load_dataset(args.human, args.split)
     figures = judge_agreement(judged.qrels, human.qrels)
     document = {"judged": judged.name, "human": human.name, "split": judged.split, **figures}
     path = Path(args.output) / "agreement.json" if args.output else None
@@ -101,11 +106,11 @@ def _judge_and_human(args: argparse.Namespace) -> int:
 
 def _judge_options(p: argparse.ArgumentParser, required: bool, old: tuple[str, ...] = ()) -> None:
     dataset_option(p, "dataset whose qrels are the judge's (with --human)", old=old, required=required)
-    p.add_argument(
-        "--human",
+    human_option(
+        p,
+        "human judgements of some of its queries (with --dataset): a stored dataset, or a file (a qrels file or a "
+        "filled sheet)",
         required=required,
-        metavar="DATASET",
-        help="dataset whose qrels are human judgements (with --dataset)",
     )
     p.add_argument("--split", help="split of both datasets (default: test)")
     p.add_argument("--output", metavar="DIR", help="also write the figures to DIR/agreement.json (with --dataset)")

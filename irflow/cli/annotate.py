@@ -104,7 +104,7 @@ def check_annotate(args: argparse.Namespace) -> None:
     from irflow.cli.checks import check_dataset, check_depth, check_file, check_llm, check_systems
 
     for spec in args.judge or ():
-        check_llm(spec, "--judge")  # a bad spec (a URL with credentials) fails before anything is written
+        check_llm(spec, "--judge", "judge")  # a bad spec (a URL with credentials) fails before anything is written
     check_depth(args.depth, zero=True)
     if args.input:
         check_file(args.input, "--input", "a zbench QueryDocuments JSONL")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,21 @@ def check_dataset(name: str | None, option: str = "--dataset") -> None:
 
     if name is not None:
         check_dataset_name(name, option)
+
+
+def check_human(value: str | None, option: str = "--human", answers: bool = False) -> None:
+    """``--human`` as every command takes it (:func:`irflow.cli.options.human_form`): a stored dataset (did you
+    mean) or a regular file of judgements; ``answers``: verdicts on answers (``irflow rag``), a file only."""
+    if value is None:
+        return
+    if answers:
+        from irflow.tasks.rag.calibrate import check_verdicts_file
+
+        check_verdicts_file(value)
+        return
+    from irflow.api.request import check_human as check
+
+    check(value, option)
 
 
 def check_file(path: str | Path, option: str, expected: str) -> Path:
@@ -82,21 +97,53 @@ def check_systems(
     return request.specs
 
 
-def check_llm(spec: str | None, option: str) -> None:
-    """A judge, generator or query-writing LLM spec parses (nothing is called, no key is read)."""
+ROLES = ("judge", "llm", "generator")
+
+
+def check_llm(spec: str | None, option: str, role: str = "llm") -> None:
+    """An LLM spec parses (nothing is called, no key is read), as ``role`` takes it: ``llm`` (``--llm``, a
+    RAG ``--judge``: :func:`irflow.tasks.llm.parse_llm`), ``generator`` (``--generator``: extractive,
+    python:MODULE:CALLABLE or an LLM spec) or ``judge`` (annotate's ``--judge``: an LLM, ``model:`` or
+    ``system:``). A misspelt kind gets "did you mean"; the error says which kinds ``option`` takes."""
     if spec is None:
         return
-    from irflow.tasks.annotate.judges import KINDS, parse_judge
+    if role not in ROLES:
+        raise ValueError(f"role {role!r}: expected one of {', '.join(ROLES)}")
     from irflow.tasks.core.names import suggestion
     from irflow.tasks.core.schema import UnknownNameError
+    from irflow.tasks.llm import LLM_KINDS, parse_llm
 
+    kind = str(spec).strip().partition(":")[0].partition("(")[0]
+    kinds: tuple[str, ...] = tuple(LLM_KINDS)
+    noun, forms = "LLM kind", f"expected an LLM spec ({_llm_forms(LLM_KINDS)})"
+    parse: Callable[[str, str], object] = parse_llm
+    if role == "judge":
+        from irflow.tasks.annotate.judges import KINDS, parse_judge
+
+        kinds, noun, forms, parse = tuple(KINDS), "judge kind", "`irflow annotate --help` lists the forms", parse_judge
+    elif role == "generator":
+        from irflow.tasks.rag.generate import parse_generator
+
+        kinds, noun = (*LLM_KINDS, "extractive", "python"), "generator kind"
+        forms = "expected extractive, python:MODULE:CALLABLE or an LLM spec (" + _llm_forms(LLM_KINDS) + ")"
+
+        def parse(text: str, _: str) -> object:
+            return parse_generator(text)
+
+    if kind not in kinds:
+        raise InputError(f"{option} {spec!r}: unknown {noun} {kind!r}{suggestion(kind, kinds)}; {forms}")
     try:
-        parse_judge(spec, option)
+        parse(spec, option)
     except (InputError, UnknownNameError) as exc:
         first = str(exc).split("\n")[0].split("; valid kinds")[0]
-        kind = str(spec).partition(":")[0].partition("(")[0]
-        hint = suggestion(kind, KINDS) if kind not in KINDS else ""
-        raise InputError(f"{option} {spec!r}: {first}{hint}; `irflow annotate --help` lists the forms") from None
+        first = first.removeprefix(f"{option}: ").removeprefix(f"{option} ")
+        if "takes an LLM spec" in first:  # a known kind, but no model after it
+            first = f"expected {kind}[(OPTIONS)]:MODEL"
+        raise InputError(f"{option} {spec!r}: {first}" + ("" if "expected" in first else f"; {forms}")) from None
+
+
+def _llm_forms(kinds: Sequence[str]) -> str:
+    return ", ".join(f"{k}:MODEL" for k in kinds)
 
 
 def check_embedder(model: str | None, option: str = "--embedder") -> None:

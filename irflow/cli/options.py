@@ -12,6 +12,8 @@ One name per idea, in every command:
                     the one that writes queries (``datasets synthesize``)
 ``--embedder``      an embedding model (a Hugging Face name, a local folder or an alias such as ``minilm``)
 ``--experiment``    the MLflow experiment, nothing else (a suite YAML is a ``SUITE_FILE``)
+``--human``         human judgements: a stored dataset or a file (:func:`human_form` tells which; ``rag``
+                    takes a file of verdicts on answers and refuses a dataset by name)
 ``--no-track``      do not log to MLflow; ``--json`` one JSON object on stdout instead of the text
 ==================  ==========================================================================================
 
@@ -26,6 +28,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from irflow.tasks.core.paths import file_or_dataset
 
 REMOVAL = "it will be removed in the next release"
 
@@ -134,8 +138,25 @@ def embedder_option(
     return option(parser, "--embedder", metavar="MODEL", help=help, old=old, **kwargs)
 
 
-def no_track_option(parser: Any) -> argparse.Action:
-    return parser.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+HUMAN_METAVAR = "DATASET|FILE"
+
+
+def human_option(parser: Any, help: str, **kwargs: Any) -> argparse.Action:
+    """``--human DATASET|FILE``: human judgements, a stored dataset or a file, told apart by
+    :func:`human_form` (a command where one form has no meaning refuses it by name, in its check)."""
+    return option(parser, "--human", metavar=HUMAN_METAVAR, help=help, **kwargs)
+
+
+def human_form(value: str) -> str:
+    """``"file"`` or ``"dataset"``: what a ``--human`` value names (an existing path, a value written as a path
+    or ending like a file: a file; else a stored dataset's name), for every command and the library alike
+    (:func:`irflow.tasks.core.paths.file_or_dataset`)."""
+    return file_or_dataset(value)
+
+
+def no_track_option(parser: Any, help: str = "do not log to MLflow") -> argparse.Action:
+    """``--no-track``: nothing is logged to MLflow (every command that tracks has it)."""
+    return parser.add_argument("--no-track", action="store_true", help=help)
 
 
 def json_option(parser: Any, help: str = "print one JSON object instead of the text") -> argparse.Action:
@@ -162,6 +183,8 @@ __all__ = [
     "depth_option",
     "embedder_option",
     "experiment_option",
+    "human_form",
+    "human_option",
     "json_option",
     "judge_option",
     "no_track_option",

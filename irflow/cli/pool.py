@@ -8,10 +8,11 @@ Filled sheets come back with ``irflow datasets import SHEET --format sheet --dat
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
-from irflow.cli.options import dataset_option, depth_option
+from irflow.cli.options import dataset_option, depth_option, json_option
 
 
 def check_pool(args: argparse.Namespace) -> None:
@@ -36,7 +37,15 @@ def cmd_pool(args: argparse.Namespace) -> int:
     pooled = pool(dataset, runs, args.depth, include_judged=args.include_judged)
     info = {"systems": list(runs), "k": args.depth, "include_judged": args.include_judged}
     summary = write_pool(dataset, pooled, args.output, info)
-    folder = Path(args.output)  # "pool/" prints pool/sheet.tsv, not pool//sheet.tsv
+    folder = Path(args.output)
+    if args.json:  # pool.json's content, and where the files are
+        files = {
+            "sheet": str(folder / "sheet.tsv"),
+            "pool": str(folder / "pool.jsonl"),
+            "summary": str(folder / "pool.json"),
+        }
+        print(json.dumps({**summary, "files": files}, indent=2, default=str))
+        return 0  # "pool/" prints pool/sheet.tsv, not pool//sheet.tsv
     print(
         f"pooled {summary['documents']:,} documents over {summary['queries']:,} queries "
         f"({summary['per_query']:.1f} per query) from {len(runs)} systems' top {args.depth}:\n"
@@ -54,6 +63,7 @@ def add_pool_parser(subparsers: Any) -> None:
     depth_option(p, "pool depth: the top N of each system (default 10)", default=10)
     p.add_argument("--output", required=True, metavar="DIR", help="folder for pool.jsonl, sheet.tsv and pool.json")
     p.add_argument("--include-judged", action="store_true", help="also pool documents the dataset already judges")
+    json_option(p, "print pool.json's content (and where the files are) as one JSON object")
     p.set_defaults(func=cmd_pool, check=check_pool)
 
 

@@ -79,7 +79,7 @@ def add_power_parser(sub: Any) -> None:
     """Register ``irflow power``."""
     q = sub.add_parser("power", help="queries needed for 80%% power, and the smallest difference a result detects")
     result_argument(q, "a result folder of `irflow run` (with per_query.parquet)")
-    q.add_argument("--metric", default="nDCG@10", help="metric (default nDCG@10)")
+    q.add_argument("--metric", default="nDCG@10", metavar="NAME", help="metric (default nDCG@10)")
     q.add_argument("--delta", type=float, help="the difference to detect (default: the observed one)")
     baseline_option(q, "the system the others are compared with (a spec or a label; default: the result's baseline)")
     q.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")

@@ -12,16 +12,24 @@ def check_rag(args: argparse.Namespace) -> None:
     """Every answers file, the dataset, the systems, the generator, the judge, the embedder, the metrics and
     the baseline (:func:`irflow.api.rag.validate_rag`), before Prefect, a model or a corpus."""
     from irflow.api.rag import MAX_K, validate_rag
-    from irflow.cli.checks import check_dataset, check_depth, check_embedder, check_file, check_llm, check_systems
+    from irflow.cli.checks import (
+        check_dataset,
+        check_depth,
+        check_embedder,
+        check_file,
+        check_human,
+        check_llm,
+        check_systems,
+    )
 
     check_dataset(args.dataset)
     for path in args.answers or ():
         check_file(path, "--answers", "JSON lines of answers {query_id, answer, contexts, reference?}")
-    if args.human is not None:
-        check_file(args.human, "--human", "human verdicts on some answers (JSONL or CSV)")
+    check_human(args.human, answers=True)  # a file: a stored dataset judges documents, not answers
     check_depth(args.depth, high=MAX_K)
     if args.system:
         check_systems(args.dataset, args.system, split=args.split)
+    check_llm(args.generator, "--generator", "generator")
     check_llm(args.judge, "--judge")
     check_embedder(args.embedder)
     args.specs, _, args.metrics, _, _ = validate_rag(
@@ -144,6 +152,7 @@ def add_rag_parser(sub: Any) -> None:
         dataset_option,
         depth_option,
         embedder_option,
+        human_option,
         json_option,
         judge_option,
         option,
@@ -180,8 +189,10 @@ def add_rag_parser(sub: Any) -> None:
     judge_option(p, "the LLM judge, e.g. openai(rpm=60):gpt-4o-mini")
     embedder_option(p, "embedding model of answer relevancy (default: minilm)")
     p.add_argument("--judge-repeats", type=int, default=1, help="ask the judge N times: run-to-run noise (default 1)")
-    p.add_argument(
-        "--human", metavar="FILE", help="human verdicts on some answers (JSONL/CSV): calibrate the judge (PPI++)"
+    human_option(
+        p,
+        "human verdicts on some answers, a file (JSONL/CSV: query_id, metric, value, system?): calibrate the judge "
+        "(PPI++); a stored dataset is refused (it judges documents, not answers)",
     )
     p.add_argument("--output", metavar="DIR", help="result folder (default: a new results/<dataset>/rag/<run name>/)")
     p.add_argument("--overwrite", action="store_true", help="replace the results of another run in --output")

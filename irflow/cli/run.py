@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from irflow.cli.options import json_option
+from irflow.cli.options import baseline_option, dataset_option, depth_option, human_option, json_option
 from irflow.cli.orchestration import add_run_options
 from irflow.cli.terminal import failures_text, metrics_table, print_outcome
 
@@ -166,7 +166,7 @@ def labels_of(args: argparse.Namespace, systems: list[str]) -> dict[str, str]:
 def add_run_parser(sub: Any) -> None:
     """Register ``irflow run``."""
     p = sub.add_parser("run", help="evaluate systems on a dataset (default: the demo dataset techdocs)")
-    p.add_argument("--dataset", default="techdocs", help="dataset name (default: techdocs)")
+    dataset_option(p, "dataset name (default: techdocs)", default="techdocs")
     p.add_argument("--split", help="split (default: test; dev for MS MARCO)")
     p.add_argument(
         "--system",
@@ -182,23 +182,18 @@ def add_run_parser(sub: Any) -> None:
         "(e.g. --system bm25:k1=0.9 --label 'tuned BM25'; default: a readable one of its spec)",
     )
     p.add_argument("--metric", action="append", metavar="NAME", help="metric, repeatable (e.g. nDCG@10, R@100)")
-    p.add_argument("--baseline", metavar="SPEC", help="the system the others are compared with (default: the first)")
-    p.add_argument(
-        "--depth",
-        type=int,
-        default=None,
-        help="hits per query, at most 1000 (default 100; a run file: every line, as trec_eval reads it)",
-    )
+    baseline_option(p)
+    depth_option(p, "hits per query, at most 1000 (default 100; a run file: every line, as trec_eval reads it)", old=())
     p.add_argument(
         "--output", metavar="DIR", help="result folder (default: a new results/<dataset>/<run name>/ and a latest link)"
     )
     p.add_argument(
         "--overwrite", action="store_true", help="replace the results of another run in --output (refused otherwise)"
     )
-    p.add_argument(
-        "--human",
-        metavar="DATASET",
-        help="human judgements of some of --dataset's queries: calibrate the judge's means by them (PPI++)",
+    human_option(
+        p,
+        "human judgements of some of --dataset's queries, a stored dataset or a file (a qrels file or a filled "
+        "sheet): calibrate the judge's means by them (PPI++)",
     )
     p.add_argument("--latency-runs", type=int, default=3, help="timed repetitions per query (0: skip latency)")
     p.add_argument(

@@ -62,8 +62,8 @@ def build_adhoc_flow(datasets: list[str] | None = None) -> Any:
             seed: seed of the significance tests and the latency sampling
             experiment: MLflow experiment the run is logged to
             run_name: name of the run, its MLflow run and its result folder (default: dataset, systems, time)
-            human: a dataset of human judgements of some of the dataset's queries, whose own judgements are then a
-                judge's: every mean is also calibrated by them (PPI++)
+            human: human judgements of some of the dataset's queries (a dataset's name, or a qrels file or filled
+                sheet), whose own judgements are then a judge's: every mean is also calibrated by them (PPI++)
         """
         return evaluate.evaluate_flow.fn(
             dataset=dataset,

@@ -264,8 +264,9 @@ def evaluate_flow(
     flow fails naming it (``strict=False``: :attr:`Evaluation.failed` lists it instead).
     The run's name (``run_name``, default dataset, systems and time) names the Prefect flow run, the
     MLflow run and the default result folder ``results/<dataset>/<name>/``; ``output`` holding another
-    run's results is refused unless ``overwrite``. With ``human`` (a dataset of human judgements of some of
-    ``dataset``'s queries, whose own judgements are then a judge's), every mean is also calibrated (PPI++).
+    run's results is refused unless ``overwrite``. With ``human`` (human judgements of some of ``dataset``'s
+    queries: a dataset's name or a judgements file; ``dataset``'s own judgements are then a judge's), every mean
+    is also calibrated (PPI++).
     """
     from prefect import runtime
 

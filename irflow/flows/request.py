@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from irflow.api.request import EvaluationRequest, make_request
 from irflow.tasks.core.schema import InputError
@@ -20,7 +21,7 @@ def request_of(
     latency_runs: int = 3,
     baseline: str | None = None,
     seed: int = 0,
-    human: str | None = None,
+    human: str | Path | None = None,
     labels: Mapping[str, str] | None = None,
 ) -> EvaluationRequest:
     """The evaluation request of ``irflow run`` and the flow's parameters, checked (errors name the

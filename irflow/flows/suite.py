@@ -33,6 +33,7 @@ from irflow.tasks.core.output_folder import check_output
 from irflow.tasks.core.runs import DEFAULT_DEPTH
 from irflow.tasks.core.schema import InputError, IrflowError
 from irflow.tasks.experiment import Experiment, load_experiment, suite_markdown, suite_table, validate_experiment
+from irflow.tasks.report.results import labelled_per_query
 from irflow.tasks.tracking.log import (
     KIND,
     Tracker,
@@ -44,6 +45,7 @@ from irflow.tasks.tracking.log import (
     mlflow_key,
     snapshot,
 )
+from irflow.tasks.tracking.read import Snapshot
 
 DEFAULT_NIGHTLY_CONFIG = "deployments/nightly.yaml"
 Runner = Literal["default", "dask"]
@@ -73,10 +75,10 @@ def resolve_experiment(experiment: Experiment | dict[str, Any] | None, config: s
 
 @dataclass
 class SuiteRun:
-    """What a suite produced: its MLflow run, a metrics document per dataset and what failed."""
+    """What a suite produced: its MLflow run (None untracked), a metrics document per dataset and what failed."""
 
-    tracker: Tracker
-    run_id: str
+    tracker: Tracker | None
+    run_id: str | None
     output: Path
     documents: dict[str, dict[str, Any]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
@@ -97,16 +99,59 @@ def suite_output(experiment: Experiment, kind: str, output: str | None) -> Path:
 
 
 def run_suite(
-    experiment: Experiment, kind: str, output: str | None, task_runner: Runner = "default", scheduler: str | None = None
+    experiment: Experiment,
+    kind: str,
+    output: str | None,
+    task_runner: Runner = "default",
+    scheduler: str | None = None,
+    track: bool = True,
 ) -> SuiteRun:
     """Validate everything, open the parent run, evaluate each dataset as a subflow, write the suite table.
 
     A dataset or system that fails is recorded and the others go on. The parent run stays open
-    (the caller ends it).
+    (the caller ends it). ``track=False``: nothing is logged to MLflow (no parent run, no evaluation runs).
     """
     validate_experiment(experiment)
     root = suite_output(experiment, kind, output)
-    check_tracking(experiment=experiment.mlflow_experiment)  # before any stage: a write, naming the URI
+    suite = SuiteRun(None, None, root)
+    if track:
+        suite = _open_suite_run(experiment, kind, root)
+    labels = experiment.labels()
+    with task_runner_scope(task_runner, scheduler) as runner:
+        for dataset in experiment.datasets:
+            evaluate = evaluate_flow.with_options(**({"task_runner": runner} if runner else {}))
+            try:
+                document = evaluate(
+                    dataset=dataset,
+                    systems=experiment.specs(),
+                    metrics=experiment.measures(),
+                    split=experiment.split,
+                    depth=experiment.depth,
+                    output=str(root / _slug(dataset)),
+                    latency_runs=experiment.latency_runs,
+                    baseline=experiment.baseline_spec(),
+                    seed=experiment.seed,
+                    strict=False,
+                    overwrite=True,  # the suite's own folder, checked by suite_output
+                    tracking=TrackingOptions(
+                        enabled=track,
+                        experiment=experiment.mlflow_experiment,
+                        parent_run_id=suite.run_id,
+                        labels=labels,
+                    ),
+                ).to_dict()
+            except Exception as exc:
+                suite.failed[dataset] = f"{type(exc).__name__}: {exc}"
+                continue
+            suite.documents[dataset] = document
+            suite.failed.update({f"{dataset} / {labels.get(s, s)}": e for s, e in document.get("failed", {}).items()})
+    _write_suite(suite, experiment)
+    return suite
+
+
+def _open_suite_run(experiment: Experiment, kind: str, root: Path) -> SuiteRun:
+    """The suite's MLflow parent run, opened with its params (the store checked first: a write, naming its URI)."""
+    check_tracking(experiment=experiment.mlflow_experiment)
     tracker = Tracker(experiment.mlflow_experiment)
     run_id = tracker.start(
         f"{kind}: {experiment.name}",
@@ -129,35 +174,7 @@ def run_suite(
         },
     )
     link_to_mlflow(tracker, run_id, kind)
-    suite = SuiteRun(tracker, run_id, root)
-    labels = experiment.labels()
-    with task_runner_scope(task_runner, scheduler) as runner:
-        for dataset in experiment.datasets:
-            evaluate = evaluate_flow.with_options(**({"task_runner": runner} if runner else {}))
-            try:
-                document = evaluate(
-                    dataset=dataset,
-                    systems=experiment.specs(),
-                    metrics=experiment.measures(),
-                    split=experiment.split,
-                    depth=experiment.depth,
-                    output=str(root / _slug(dataset)),
-                    latency_runs=experiment.latency_runs,
-                    baseline=experiment.baseline_spec(),
-                    seed=experiment.seed,
-                    strict=False,
-                    overwrite=True,  # the suite's own folder, checked by suite_output
-                    tracking=TrackingOptions(
-                        experiment=experiment.mlflow_experiment, parent_run_id=run_id, labels=labels
-                    ),
-                ).to_dict()
-            except Exception as exc:
-                suite.failed[dataset] = f"{type(exc).__name__}: {exc}"
-                continue
-            suite.documents[dataset] = document
-            suite.failed.update({f"{dataset} / {labels.get(s, s)}": e for s, e in document.get("failed", {}).items()})
-    _write_suite(suite, experiment)
-    return suite
+    return SuiteRun(tracker, run_id, root)
 
 
 def _write_suite(suite: SuiteRun, experiment: Experiment) -> None:
@@ -186,6 +203,9 @@ def _write_suite(suite: SuiteRun, experiment: Experiment) -> None:
         for label, v in t["mean"].items()
         if pd.notna(v)
     }
+    create_markdown_artifact(markdown=text, key="suite-table", description="MTEB-style table: mean over datasets")
+    if suite.tracker is None or suite.run_id is None:
+        return
     suite.tracker.log(
         suite.run_id,
         metrics={
@@ -195,7 +215,6 @@ def _write_suite(suite: SuiteRun, experiment: Experiment) -> None:
         },
     )
     suite.tracker.log_files(suite.run_id, suite.output, ("suite.md", "suite.json"))
-    create_markdown_artifact(markdown=text, key="suite-table", description="MTEB-style table: mean over datasets")
 
 
 @flow(name="suite")
@@ -205,21 +224,27 @@ def suite_flow(
     output: str | None = None,
     task_runner: Runner = "default",
     scheduler: str | None = None,
+    track: bool = True,
 ) -> dict[str, Any]:
     """Evaluate every dataset × system of an experiment (given here or as a YAML ``config`` file);
-    writes suite.md / suite.json (a table per metric with the mean over datasets) under ``output``."""
+    writes suite.md / suite.json (a table per metric with the mean over datasets) under ``output``.
+    ``track=False``: nothing is logged to MLflow."""
     with ending_runs():  # an error or SIGTERM leaves no run RUNNING: FAILED or KILLED
-        return _suite(resolve_experiment(experiment, config), output, task_runner, scheduler)
+        return _suite(resolve_experiment(experiment, config), output, task_runner, scheduler, track)
 
 
-def _suite(exp: Experiment, output: str | None, task_runner: Runner, scheduler: str | None) -> dict[str, Any]:
-    suite = run_suite(exp, "suite", output, task_runner, scheduler)
-    suite.tracker.end(suite.run_id, failed=bool(suite.failed))
+def _suite(
+    exp: Experiment, output: str | None, task_runner: Runner, scheduler: str | None, track: bool
+) -> dict[str, Any]:
+    suite = run_suite(exp, "suite", output, task_runner, scheduler, track)
+    if suite.tracker is not None and suite.run_id is not None:
+        suite.tracker.end(suite.run_id, failed=bool(suite.failed))
     if suite.failed:
+        where = f" and MLflow run {suite.run_id}" if suite.run_id else ""
         raise SystemsFailed(
             f"suite {exp.name!r}: "
             + "; ".join(f"{k}: {v}" for k, v in suite.failed.items())
-            + f"; the other results are in {suite.output} and MLflow run {suite.run_id}"
+            + f"; the other results are in {suite.output}{where}"
         )
     return {"mlflow_run_id": suite.run_id, "output": str(suite.output), "datasets": suite.documents}
 
@@ -231,29 +256,49 @@ def nightly_flow(
     output: str | None = None,
     task_runner: Runner = "default",
     scheduler: str | None = None,
+    track: bool = True,
 ) -> Any:
     """Run the configured suite, then compare with the last successful nightly run of the same
     configuration; a significant drop beyond the threshold fails the run (and is logged to MLflow
-    and as the Prefect markdown artifact ``nightly-comparison``)."""
+    and as the Prefect markdown artifact ``nightly-comparison``). ``track=False``: the last tracked nightly
+    run is still read from MLflow, and this one compared with it from its result folders; nothing is logged."""
     with ending_runs():  # an error or SIGTERM leaves no run RUNNING: FAILED or KILLED
-        return _nightly(resolve_experiment(experiment, config), output, task_runner, scheduler)
+        return _nightly(resolve_experiment(experiment, config), output, task_runner, scheduler, track)
 
 
-def _nightly(exp: Experiment, output: str | None, task_runner: Runner, scheduler: str | None) -> Any:
+def _previous_nightly(tracker: Tracker, exp: Experiment) -> str | None:
+    """The last successful nightly run of this configuration (read only: a missing experiment is not created)."""
+    found = tracker.client.get_experiment_by_name(exp.mlflow_experiment)
+    if found is None:
+        return None
+    nightly = f"tags.`{KIND}` = 'nightly' and tags.`irflow.config` = '{exp.config_id()}'"
+    previous = tracker.search(nightly, max_results=1, finished=True, experiment_id=str(found.experiment_id))
+    return str(previous[0].info.run_id) if previous else None
+
+
+def _current(suite: SuiteRun) -> Snapshot:
+    """This suite's per-query values: from its MLflow run, else (untracked) from its datasets' result folders."""
+    if suite.tracker is not None and suite.run_id is not None:
+        return snapshot(suite.tracker, suite.run_id)
+    parts = [labelled_per_query(suite.output / _slug(d)) for d in suite.documents]
+    frames = [table for table, _ in parts if len(table)]
+    columns = ["dataset", "system", "query_id", "metric", "value"]
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+    return Snapshot(table, {key: params for _, found in parts for key, params in found.items()})
+
+
+def _nightly(exp: Experiment, output: str | None, task_runner: Runner, scheduler: str | None, track: bool) -> Any:
     from prefect.artifacts import create_markdown_artifact
 
-    suite = run_suite(exp, "nightly", output, task_runner, scheduler)
+    suite = run_suite(exp, "nightly", output, task_runner, scheduler, track)
     drift = drift_stage(exp, suite.output)
     suite.failed.update({f"drift check {d}": e for d, e in drift.failed.items()})
-    tracker, settings = suite.tracker, exp.regression
-    previous = tracker.search(
-        f"tags.`{KIND}` = 'nightly' and tags.`irflow.config` = '{exp.config_id()}'", max_results=1, finished=True
-    )
-    previous_id = previous[0].info.run_id if previous else None
+    tracker, settings = suite.tracker or Tracker(exp.mlflow_experiment), exp.regression
+    previous_id = _previous_nightly(tracker, exp)
     changes = pd.DataFrame(columns=regression.CHANGE_COLUMNS)
     causes: dict[tuple[str, str], list[str]] = {}
     if previous_id:
-        before, after = snapshot(tracker, previous_id), snapshot(tracker, suite.run_id)
+        before, after = snapshot(tracker, previous_id), _current(suite)
         changes = regression.paired_changes(
             before.per_query,
             after.per_query,
@@ -285,33 +330,21 @@ def _nightly(exp: Experiment, output: str | None, task_runner: Runner, scheduler
         name = (row["dataset"], row["system"], metric_key(row["metric"]))
         metrics[mlflow_key("regression", "delta", *name)] = row["delta"]
         metrics[mlflow_key("regression", "p", *name)] = row["p_adjusted"]
-    tracker.log(
-        suite.run_id,
-        metrics=metrics,
-        tags={
-            "irflow.previous_run": previous_id,
-            "irflow.regression": str(bool(len(flagged))).lower(),
-            "irflow.regression_message": message or None,
-            **drift.tags(),
-        },
-    )
-    logged = [p.name for p in sorted(suite.output.glob("drift*")) if p.is_file()]
-    tracker.log_files(suite.run_id, suite.output, ("nightly.md", "changes.csv", *logged))
     create_markdown_artifact(markdown=text, key="nightly-comparison", description="nightly regression and drift check")
-    tracker.end(suite.run_id, failed=bool(len(flagged) or suite.failed))  # a drift alone keeps it a baseline
+    if suite.run_id is not None:
+        _log_nightly(suite, metrics, previous_id, message, drift, regressed=bool(len(flagged)))
     drifted = "; ".join(drift.alerts())
     also = f"; drift: {drifted}" if drifted else ""
+    mlflow = f"MLflow run {suite.run_id}, " if suite.run_id else ""
     if len(flagged):
-        raise RegressionError(
-            f"nightly {exp.name!r} regressed: {message} (MLflow run {suite.run_id}, compared with {previous_id}){also}"
-        )
+        raise RegressionError(f"nightly {exp.name!r} regressed: {message} ({mlflow}compared with {previous_id}){also}")
     if suite.failed:
         raise SystemsFailed(f"nightly {exp.name!r}: " + "; ".join(f"{k}: {v}" for k, v in suite.failed.items()) + also)
     verdict = nightly_verdict(exp.name, previous_id, len(changes), settings.threshold, settings.alpha)
     if drift.checks:
         verdict += "; " + drift.verdict()
     if drift.alerts(failing=True):
-        raise DriftError(f"{verdict} (MLflow run {suite.run_id})")
+        raise DriftError(f"{verdict} (MLflow run {suite.run_id})" if suite.run_id else verdict)
     result = {
         "mlflow_run_id": suite.run_id,
         "previous_run_id": previous_id,
@@ -322,6 +355,27 @@ def _nightly(exp: Experiment, output: str | None, task_runner: Runner, scheduler
         "verdict": verdict,
     }
     return Completed(message=verdict, data=result)  # the verdict is the flow run's final state message
+
+
+def _log_nightly(
+    suite: SuiteRun, metrics: dict[str, Any], previous_id: str | None, message: str, drift: Any, regressed: bool
+) -> None:
+    """The comparison's figures, tags and files on the nightly's MLflow run, which then ends."""
+    tracker, run_id = suite.tracker, suite.run_id
+    assert tracker is not None and run_id is not None
+    tracker.log(
+        run_id,
+        metrics=metrics,
+        tags={
+            "irflow.previous_run": previous_id,
+            "irflow.regression": str(regressed).lower(),
+            "irflow.regression_message": message or None,
+            **drift.tags(),
+        },
+    )
+    logged = [p.name for p in sorted(suite.output.glob("drift*")) if p.is_file()]
+    tracker.log_files(run_id, suite.output, ("nightly.md", "changes.csv", *logged))
+    tracker.end(run_id, failed=regressed or bool(suite.failed))  # a drift alone keeps it a baseline
 
 
 def nightly_verdict(name: str, previous_id: str | None, comparisons: int, threshold: float, alpha: float) -> str:

@@ -134,7 +134,7 @@ def test_a_path_is_named_for_what_it_is(tmp_path: Path) -> None:
         (["rag", "--answers", "{tmp}"], "--answers {tmp}: a directory, not a regular file"),
         (
             ["rag", "--answers", "{tmp}/a.jsonl", "--judge", "openai:m@http://127.0.0.1:9/v1", "--human", "/dev/zero"],
-            "/dev/zero: a character device, not a regular file; expected human verdicts",
+            "--human /dev/zero: a character device, not a regular file; expected a file of human verdicts",
         ),
         (["annotate", "--input", "/dev/zero", "--dry-run"], "/dev/zero: a character device, not a regular file"),
     ],

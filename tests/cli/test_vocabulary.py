@@ -47,10 +47,10 @@ NEW_NAMES = {  # command -> names its help must show
     "run": ["--dataset", "--depth", "--baseline", "--json", "--no-track", "--experiment"],
     "report": ["RESULT", "--json"],
     "compare": ["RESULT", "--experiment", "--json"],
-    "suite": ["SUITE_FILE", "--json"],
-    "nightly": ["SUITE_FILE", "--json"],
+    "suite": ["SUITE_FILE", "--no-track", "--json"],
+    "nightly": ["SUITE_FILE", "--no-track", "--json"],
     "annotate": ["--dataset", "--depth", "--judge", "--no-track", "--json"],
-    "pool": ["--dataset", "--depth"],
+    "pool": ["--dataset", "--depth", "--json"],
     "agreement": ["SHEET", "--dataset", "--human", "--json"],
     "drift": ["--dataset", "--embedder", "--json"],
     "abtest": ["--no-track", "--json"],
@@ -153,6 +153,16 @@ EARLY = [  # (arguments, the named error)
     ("abtest {ab} --unit user_id --sequential --no-track", "--sequential reads the log day by day"),
     ("interleave --dataset techdocs --system bm25 --system bm52", "(did you mean 'bm25'?)"),
     ("annotate --dataset techdocs --judge opena:gpt --no-track", "--judge 'opena:gpt': unknown judge kind"),
+    (
+        "datasets synthesize --dataset techdocs --name s --llm opena:gpt",
+        "--llm 'opena:gpt': unknown LLM kind 'opena' (did you mean 'openai'?); expected an LLM spec (openai:MODEL",
+    ),
+    ("datasets synthesize --dataset techdocs --name s --llm model:m", "--llm 'model:m': unknown LLM kind 'model'"),
+    (
+        "rag --system bm25 --generator opena:gpt --no-track",
+        "--generator 'opena:gpt': unknown generator kind 'opena' (did you mean 'openai'?); expected extractive",
+    ),
+    ("rag --answers {ab} --judge antropic:x --no-track", "--judge 'antropic:x': unknown LLM kind 'antropic'"),
     ("datasets info beir/scifakt", "NAME: unknown dataset 'beir/scifakt' (did you mean 'beir/scifact'?)"),
     ("drift --dataset techdocs --current {root}/queries.csv", "no query or text column"),
     ("power {root}/none", "RESULT {root}/none: no such folder"),
@@ -195,3 +205,28 @@ def test_bad_arguments_are_refused_before_prefect(tmp_path: Path) -> None:
         assert "Beginning flow run" not in err and len(err.strip().splitlines()) <= 4, (args, err)
     assert not report["prefect"], "a check imported Prefect"
     assert not report["torch"], "a check loaded torch"
+
+
+def test_a_script_with_old_flags_runs_to_the_end_noting_each_once(tmp_path: Path) -> None:
+    """A script written before the vocabulary (``--k``, ``--base``, ``irflow judges agreement --judged``) does its
+    work as before: every command exits 0, and each old spelling is noted exactly once, on stderr."""
+    env = {**os.environ, "IRFLOW_CACHE_DIR": str(tmp_path / "cache")}
+    (tmp_path / "mine.qrels").write_text("td-q-001 0 td-doc-0027 3\ntd-q-001 0 td-doc-0028 1\n", encoding="utf-8")
+    script = [
+        (f"pool --dataset techdocs --system bm25 --k 2 --output {tmp_path / 'pool'}", [("--k", "--depth")]),
+        (
+            f"datasets import {tmp_path / 'mine.qrels'} --format trec-qrels --name old-flags --base techdocs",
+            [("--base", "--dataset")],
+        ),
+        (
+            "judges agreement --judged old-flags --human techdocs --json",
+            [("irflow judges agreement", "irflow agreement"), ("--judged", "--dataset")],
+        ),
+    ]
+    for line, notes in script:
+        done = irflow(*line.split(), env=env)
+        assert done.returncode == 0, (line, done.stderr[-2000:])
+        noted = [text for text in done.stderr.splitlines() if "is deprecated" in text]
+        assert sorted(noted) == sorted(deprecation_note(old, new) for old, new in notes), line
+    assert (tmp_path / "pool" / "sheet.tsv").is_file()
+    assert json.loads(done.stdout)["judged"] == "old-flags"

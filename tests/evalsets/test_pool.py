@@ -252,3 +252,18 @@ def test_a_run_files_document_missing_from_the_corpus_is_left_out_of_the_pool(tm
     pooled = pool(dataset, {"file": run}, k=10)
     assert pooled["doc_id"].tolist() == ["d2"]  # no text to judge
     assert write_pool(dataset, pooled, tmp_path / "pool", {})["documents"] == 1
+
+
+def test_pool_json_prints_the_summary_it_wrote(tmp_path: Path) -> None:
+    out = tmp_path / "pool"
+    done = irflow(
+        *"pool --dataset techdocs --system bm25 --depth 3 --json --output".split(), str(out), env=dict(os.environ)
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    printed = json.loads(done.stdout)
+    assert printed.pop("files") == {
+        "sheet": str(out / "sheet.tsv"),
+        "pool": str(out / "pool.jsonl"),
+        "summary": str(out / "pool.json"),
+    }
+    assert printed == json.loads((out / "pool.json").read_text()) and printed["k"] == 3

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import irflow, printed_verdict
-from support.judges import techdocs_judge_and_human
+from support.judges import LABELS, techdocs_judge_and_human
 
 from irflow import evaluate as evaluate_in_process
 from irflow.tasks.compare.calibration import calibrated_mean
@@ -77,15 +77,15 @@ def test_a_human_dataset_that_leaves_the_judge_no_query_fails_before_any_work(tm
 
 @pytest.mark.e2e
 def test_irflow_run_human_prints_the_calibrated_means(tmp_path: Path) -> None:
-    judged, human = techdocs_judge_and_human(tmp_path)
+    judged, _ = techdocs_judge_and_human(tmp_path)
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "HF_HUB_OFFLINE": "1"}
-    out = tmp_path / "out"
+    out, human = tmp_path / "out", str(LABELS / "human.qrels")  # the file form (the dataset form: above)
     args = ["run", "--dataset", judged, "--human", human, "--system", "bm25", "--metric", "P@10"]
     done = irflow(*args, "--latency-runs", "0", "--no-track", "--output", str(out), env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     block = json.loads((out / "metrics.json").read_text())["calibrated"]["bm25"]["P@10"]
     line = f"bm25 P@10: judge only {block['judge_only']:.4f}, calibrated {block['estimate']:.4f} "
-    assert "calibrated by td-human (PPI++" in done.stdout and line in done.stdout
+    assert f"calibrated by {human} (PPI++" in done.stdout and line in done.stdout
     assert f"P@10 calibrated by human labels: {block['estimate']:.4f}" in printed_verdict(done.stdout)
     bad = ["run", "--dataset", judged, "--human", "no-such-set", "--system", "bm25", "--no-track"]
     done = irflow(*bad, "--output", str(tmp_path / "never"), env=env)

@@ -385,7 +385,7 @@ def test_nightly_flags_a_degraded_system_and_not_an_unchanged_rerun(
 ) -> None:
     from prefect.client.orchestration import get_client
 
-    from irflow.cli.orchestration import cmd_compare
+    from irflow.cli.compare import cmd_compare
     from irflow.flows.suite import RegressionError, nightly_flow
 
     shared.use(monkeypatch)  # minilm vectors of techdocs are cached there
@@ -599,6 +599,32 @@ def test_irflow_nightly_command_runs_the_suite_and_compares_with_the_last_one(
 
 
 @pytest.mark.e2e
+def test_suite_and_nightly_with_no_track_log_nothing_and_nightly_still_compares(tmp_path: Path) -> None:
+    """``--no-track``: no MLflow run is opened; an untracked nightly compares its result folders with the last
+    tracked nightly run (read, not written)."""
+    config = tmp_path / "quiet.yaml"
+    config.write_text(
+        "name: quiet\ndatasets: [techdocs]\nsystems: [bm25]\nmetrics: [nDCG@10, R@100]\n"
+        "latency_runs: 0\nmlflow_experiment: quiet\n"
+    )
+    env, uri = dict(os.environ), os.environ["MLFLOW_TRACKING_URI"]
+    suite = irflow("suite", str(config), "--no-track", "--json", "--output", str(tmp_path / "s"), env=env)
+    assert suite.returncode == 0, suite.stderr[-3000:]
+    assert json.loads(suite.stdout)["mlflow_run_id"] is None
+    assert json.loads((tmp_path / "s" / "suite.json").read_text())["mlflow_run_id"] is None
+    tracked = irflow("nightly", str(config), "--output", str(tmp_path / "n0"), env=env)
+    assert tracked.returncode == 0, tracked.stderr[-3000:]
+    (first,) = _runs(uri, "tags.`irflow.kind` = 'nightly'", "quiet")
+    quiet = irflow("nightly", str(config), "--no-track", "--output", str(tmp_path / "n1"), env=env)
+    assert quiet.returncode == 0, quiet.stderr[-3000:]
+    assert "MLflow: not tracked" in quiet.stdout
+    assert f"no regression — 2 comparison(s) with run {first.info.run_id}" in quiet.stdout.splitlines()[-1]
+    assert len(pd.read_csv(tmp_path / "n1" / "changes.csv")) == 2
+    kinds = sorted(r.data.tags["irflow.kind"] for r in _runs(uri, "", "quiet"))
+    assert kinds == ["evaluation", "nightly", "system"]  # the tracked nightly's alone: the untracked opened none
+
+
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", ["output is a file", "dataset folder of other files", "read-only store"])
 def test_irflow_suite_checks_its_output_and_store_before_any_stage(
     case: str, tmp_path: Path, _isolated_cache: Path
@@ -634,7 +660,8 @@ def _closed_port() -> int:
 
 @pytest.mark.e2e
 def test_cli_pieces_parse_into_the_flow_options() -> None:
-    from irflow.cli.orchestration import add_orchestration_parsers, add_run_options, cmd_compare, cmd_suite
+    from irflow.cli.compare import cmd_compare
+    from irflow.cli.orchestration import add_orchestration_parsers, add_run_options, cmd_suite
 
     parser = argparse.ArgumentParser(prog="irflow")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -46,4 +46,22 @@ def regular_file(path: str | os.PathLike[str], expected: str) -> Path:
     return Path(path)
 
 
-__all__ = ["describe_mode", "describe_path", "regular_file"]
+PATH_SUFFIXES = (".qrels", ".trec", ".tsv", ".csv", ".txt", ".jsonl", ".json", ".parquet")
+"""Endings that make a name a file even when no such file exists (so the error says "no such file")."""
+
+
+def file_or_dataset(value: str | os.PathLike[str]) -> str:
+    """``"file"`` or ``"dataset"``: what a ``--human`` value (or any argument that takes either) names.
+
+    A file when something exists at that path, when it is written as a path (``./x``, ``/x``, ``~/x``, a
+    folder and a name, not ``beir/<name>``) or when it ends like one (:data:`PATH_SUFFIXES`); else a stored
+    dataset's name. Nothing is read."""
+    text = os.fspath(value)
+    if os.path.lexists(os.path.expanduser(text)) or text.startswith((".", "/", "~")):
+        return "file"
+    if Path(text).suffix.lower() in PATH_SUFFIXES or ("/" in text and not text.startswith("beir/")):
+        return "file"
+    return "dataset"
+
+
+__all__ = ["PATH_SUFFIXES", "describe_mode", "describe_path", "file_or_dataset", "regular_file"]

@@ -26,6 +26,7 @@ from irflow.tasks.core.config import package_data
 from irflow.tasks.core.paths import regular_file
 from irflow.tasks.core.schema import Dataset, InputError, Manifest, UnknownNameError
 from irflow.tasks.ingest import beir, canonical, clicks, custom, msmarco, querylog, sheet, store
+from irflow.tasks.ingest.judgements import JUDGEMENTS_FILE, judgements_dataset, read_judgements
 
 EMBEDDED = {"techdocs": package_data("datasets", "techdocs")}
 FORMATS = ("beir", "msmarco", "jsonl", "csv", "parquet", "zbench", "trec-qrels", "clicks", "sheet", "querylog")
@@ -35,13 +36,16 @@ _FOLDER_FORMATS = {"msmarco", "jsonl", "csv", "parquet"}
 
 __all__ = [
     "FORMATS",
+    "JUDGEMENTS_FILE",
     "check_name",
     "check_source",
     "dataset_info",
     "default_split",
     "import_dataset",
+    "judgements_dataset",
     "list_datasets",
     "load_dataset",
+    "read_judgements",
 ]
 
 

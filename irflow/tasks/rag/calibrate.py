@@ -25,14 +25,23 @@ from scipy import stats
 
 from irflow.tasks.compare.calibration import calibrate_systems
 from irflow.tasks.core.ids import check_known
-from irflow.tasks.core.paths import regular_file
+from irflow.tasks.core.paths import describe_path, file_or_dataset, regular_file
 from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.evalsets.pool import krippendorff_alpha
+from irflow.tasks.ingest.names import check_dataset_name
 from irflow.tasks.ingest.readers import iter_jsonl, require_id
 from irflow.tasks.rag.judged import LLM_METRICS
 from irflow.tasks.report.calibration import HALF_WIDTH
 
-__all__ = ["agreement_lines", "answer_agreement", "calibrate_answers", "check_verdicts", "read_human_verdicts"]
+__all__ = [
+    "VERDICTS_FILE",
+    "agreement_lines",
+    "answer_agreement",
+    "calibrate_answers",
+    "check_verdicts",
+    "check_verdicts_file",
+    "read_human_verdicts",
+]
 
 COLUMNS = ["system", "query_id", "metric", "value"]
 
@@ -66,6 +75,28 @@ def _value(raw: Any, metric: str, path: Path, line: int) -> float:
     if not low <= value <= 1.0:
         raise InputError(f"field 'value' is {raw!r}; expected a number from {low:g} to 1", path=str(path), line=line)
     return value
+
+
+VERDICTS_FILE = "a file of human verdicts on answers (JSONL or CSV: query_id, metric, value, system?)"
+
+
+def check_verdicts_file(human: str | Path) -> None:
+    """``--human`` of a RAG evaluation names a file: a stored dataset holds judgements of documents, not verdicts
+    on answers, so a dataset's name is refused saying so (a misspelt file: "no such file")."""
+    text = str(human)
+    if file_or_dataset(text) == "file":
+        what = describe_path(Path(text).expanduser())
+        if what is not None:
+            raise InputError(f"--human {text}: {what}; expected {VERDICTS_FILE}")
+        return
+    try:
+        check_dataset_name(text, "--human")
+    except InputError:
+        raise InputError(f"--human {text}: no such file; expected {VERDICTS_FILE}") from None
+    raise InputError(
+        f"--human {text}: a stored dataset judges documents, not answers, so it cannot calibrate RAG metrics; "
+        f"expected {VERDICTS_FILE}"
+    )
 
 
 def read_human_verdicts(path: str | Path) -> pd.DataFrame:

@@ -57,6 +57,22 @@ def load_results(run_dir: str | Path) -> StoredResults:
     return StoredResults(document, per_query, runs)
 
 
+def labelled_per_query(run_dir: str | Path) -> tuple[pd.DataFrame, dict[tuple[str, str], dict[str, str]]]:
+    """A result folder's per-query values as MLflow's runs hold them (``dataset, system, query_id, metric,
+    value``; system = its label, as :func:`~irflow.tasks.systems.labels.labels_of` gives it), and per
+    ``(dataset, label)`` the params known without MLflow (``system.spec``): an untracked run, comparable
+    with a tracked one."""
+    from irflow.tasks.systems.labels import labels_of
+
+    stored = load_results(run_dir)
+    name = str(stored.document["dataset"]["name"])
+    systems = list(dict.fromkeys(stored.per_query["system"]))
+    labels = labels_of(systems, stored.document.get("labels"))
+    table = stored.per_query.assign(dataset=name, system=stored.per_query["system"].map(lambda s: labels.get(s, s)))
+    params = {(name, labels.get(s, s)): {"system.spec": s} for s in systems}
+    return table[["dataset", "system", "query_id", "metric", "value"]], params
+
+
 PER_QUERY_COLUMNS = {"system": "str", "query_id": "str", "metric": "str", "value": "float64"}
 
 
