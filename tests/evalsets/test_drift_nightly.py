@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -74,9 +73,7 @@ def test_an_experiment_drift_section_is_checked_before_any_stage(tmp_path: Path)
 
 
 @pytest.mark.e2e
-def test_irflow_nightly_raises_drift_beside_the_regression_verdict(
-    tmp_path: Path, temporary_prefect_server: None
-) -> None:
+def test_irflow_nightly_raises_drift_beside_the_regression_verdict(tmp_path: Path) -> None:
     """``irflow nightly`` twice with a ``drift:`` section: traffic like techdocs' own queries passes (the
     verdict says so), then recipe questions in the same log fail the run with the alert next to the
     regression verdict, in the printed error, the flow run's final state, nightly.md and MLflow."""
@@ -108,17 +105,20 @@ def test_irflow_nightly_raises_drift_beside_the_regression_verdict(
     assert json.loads((tmp_path / "n2" / "drift.json").read_text())["techdocs"]["report"]["drift"] is True
     assert (tmp_path / "n2" / "drift-techdocs.png").read_bytes()[:4] == b"\x89PNG"
 
-    with sqlite3.connect(tmp_path / "prefect" / "prefect.db") as db:
-        states = db.execute(
-            "select state.type, state.message from flow_run join flow on flow.id = flow_run.flow_id join "
-            "flow_run_state state on state.id = flow_run.state_id where flow.name = 'nightly' order by flow_run.created"
-        ).fetchall()
-        artifacts = [
-            d for (d,) in db.execute("select data from artifact where key = 'nightly-comparison' order by created")
-        ]
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    with get_client(sync_client=True) as client:  # this test's two runs: their messages name its log file
+        runs = client.read_flow_runs(
+            flow_filter=FlowFilter(name=FlowFilterName(any_=["nightly"])), sort=FlowRunSort.EXPECTED_START_TIME_ASC
+        )
+        runs = [r for r in runs if r.state is not None and str(log) in (r.state.message or "")]
+        artifacts = {str(a.flow_run_id): str(a.data) for a in client.read_artifacts() if a.key == "nightly-comparison"}
+    states = [(r.state.type.value, r.state.message) for r in runs if r.state is not None]
     assert [t for t, _ in states] == ["COMPLETED", "FAILED"] and states[0][1] == verdict
     assert "DriftError" in states[1][1] and "drifted from evaluation set techdocs" in states[1][1]
-    assert "no drift (alpha" in artifacts[0] and "**drift** (alpha" in artifacts[1]
+    assert "no drift (alpha" in artifacts[str(runs[0].id)] and "**drift** (alpha" in artifacts[str(runs[1].id)]
 
     import mlflow
 

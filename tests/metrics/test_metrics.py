@@ -393,7 +393,7 @@ def test_randomized_long_runs_and_many_queries_use_the_global_sort():
 # --------------------------------------------------------------------------- (c) real data
 
 
-def dense_subset(dataset, n_queries: int = 40, n_judged: int = 250, n_distractors: int = 150):
+def dense_subset(dataset, n_queries: int = 30, n_judged: int = 120, n_distractors: int = 80):
     """A real, smaller retrieval problem: some test queries, (up to ``n_judged`` of) their judged
     documents and distractors; all their judgements stay, so some relevant documents are unretrievable.
 

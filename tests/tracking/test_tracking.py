@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import socket
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -564,17 +563,23 @@ def test_irflow_run_logs_an_evaluation_with_latency_to_mlflow(tmp_path: Path) ->
 
 
 @pytest.mark.e2e
-def test_irflow_nightly_command_runs_the_suite_and_compares_with_the_last_one(
-    tmp_path: Path, temporary_prefect_server: None
-) -> None:
-    """``irflow nightly CONFIG`` as a user types it, twice: the second run compares with the first (each with its
-    temporary Prefect server, whose database under PREFECT_HOME holds the verdict)."""
+def test_irflow_nightly_compares_with_the_last_tracked_one_and_no_track_logs_nothing(tmp_path: Path) -> None:
+    """``irflow suite`` and ``irflow nightly CONFIG`` as a user types them: an untracked suite opens no MLflow
+    run; the second nightly compares with the first (the verdict is its Prefect flow run's final message); an
+    untracked nightly compares its result folders with the last tracked nightly run (read, not written)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+
     config = tmp_path / "cli-nightly.yaml"
     config.write_text(
         "name: cli-nightly\ndatasets: [techdocs]\nsystems: [bm25]\nmetrics: [nDCG@10, R@100]\n"
         "latency_runs: 0\nmlflow_experiment: cli-nightly\n"
     )
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
+    env, uri = dict(os.environ), os.environ["MLFLOW_TRACKING_URI"]
+    suite = irflow("suite", str(config), "--no-track", "--json", "--output", str(tmp_path / "s"), env=env)
+    assert suite.returncode == 0, suite.stderr[-3000:]
+    assert json.loads(suite.stdout)["mlflow_run_id"] is None
+    assert json.loads((tmp_path / "s" / "suite.json").read_text())["mlflow_run_id"] is None
     verdicts = []
     for attempt in range(2):
         done = irflow("nightly", str(config), "--output", str(tmp_path / f"out{attempt}"), env=env)
@@ -583,45 +588,22 @@ def test_irflow_nightly_command_runs_the_suite_and_compares_with_the_last_one(
         verdicts.append(done.stdout.strip().splitlines()[-1])
     assert "no earlier successful nightly run" in verdicts[0]
     assert "no regression — 2 comparison(s) with run" in verdicts[1]
-    with sqlite3.connect(tmp_path / "prefect" / "prefect.db") as db:  # the verdict is the final state's message
-        messages = db.execute(
-            "select state.message from flow_run join flow on flow.id = flow_run.flow_id "
-            "join flow_run_state state on state.id = flow_run.state_id where flow.name = 'nightly'"
-        ).fetchall()
-    assert sorted(m for (m,) in messages) == sorted(verdicts)
-    first, second = sorted(
-        _runs(os.environ["MLFLOW_TRACKING_URI"], "tags.`irflow.kind` = 'nightly'", "cli-nightly"),
-        key=lambda r: r.info.start_time,
-    )
+    with get_client(sync_client=True) as client:  # the verdict is the final state's message
+        runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["nightly"])))
+    messages = {r.state.message for r in runs if r.state is not None}
+    assert set(verdicts) <= messages, (verdicts, messages)
+    first, second = sorted(_runs(uri, "tags.`irflow.kind` = 'nightly'", "cli-nightly"), key=lambda r: r.info.start_time)
     assert first.info.status == second.info.status == "FINISHED"
     assert second.data.tags["irflow.regression"] == "false" and second.data.metrics["regressions"] == 0
     assert second.data.tags["irflow.previous_run"] == first.info.run_id and "irflow.previous_run" not in first.data.tags
 
-
-@pytest.mark.e2e
-def test_suite_and_nightly_with_no_track_log_nothing_and_nightly_still_compares(tmp_path: Path) -> None:
-    """``--no-track``: no MLflow run is opened; an untracked nightly compares its result folders with the last
-    tracked nightly run (read, not written)."""
-    config = tmp_path / "quiet.yaml"
-    config.write_text(
-        "name: quiet\ndatasets: [techdocs]\nsystems: [bm25]\nmetrics: [nDCG@10, R@100]\n"
-        "latency_runs: 0\nmlflow_experiment: quiet\n"
-    )
-    env, uri = dict(os.environ), os.environ["MLFLOW_TRACKING_URI"]
-    suite = irflow("suite", str(config), "--no-track", "--json", "--output", str(tmp_path / "s"), env=env)
-    assert suite.returncode == 0, suite.stderr[-3000:]
-    assert json.loads(suite.stdout)["mlflow_run_id"] is None
-    assert json.loads((tmp_path / "s" / "suite.json").read_text())["mlflow_run_id"] is None
-    tracked = irflow("nightly", str(config), "--output", str(tmp_path / "n0"), env=env)
-    assert tracked.returncode == 0, tracked.stderr[-3000:]
-    (first,) = _runs(uri, "tags.`irflow.kind` = 'nightly'", "quiet")
-    quiet = irflow("nightly", str(config), "--no-track", "--output", str(tmp_path / "n1"), env=env)
+    quiet = irflow("nightly", str(config), "--no-track", "--output", str(tmp_path / "out2"), env=env)
     assert quiet.returncode == 0, quiet.stderr[-3000:]
     assert "MLflow: not tracked" in quiet.stdout
-    assert f"no regression — 2 comparison(s) with run {first.info.run_id}" in quiet.stdout.splitlines()[-1]
-    assert len(pd.read_csv(tmp_path / "n1" / "changes.csv")) == 2
-    kinds = sorted(r.data.tags["irflow.kind"] for r in _runs(uri, "", "quiet"))
-    assert kinds == ["evaluation", "nightly", "system"]  # the tracked nightly's alone: the untracked opened none
+    assert f"no regression — 2 comparison(s) with run {second.info.run_id}" in quiet.stdout.splitlines()[-1]
+    assert len(pd.read_csv(tmp_path / "out2" / "changes.csv")) == 2
+    kinds = sorted(r.data.tags["irflow.kind"] for r in _runs(uri, "", "cli-nightly"))
+    assert kinds == ["evaluation", "evaluation", "nightly", "nightly", "system", "system"]  # the tracked two alone
 
 
 @pytest.mark.e2e

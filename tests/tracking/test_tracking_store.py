@@ -12,26 +12,21 @@ import base64
 import http.client
 import http.server
 import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from support.cli import irflow
-from support.stores import read_only_database
+from support.stores import mlflow_server, read_only_database
 
 from irflow.tasks.tracking.check import CHECK_TAG
 from irflow.tasks.tracking.log import Tracker, TrackingError, check_tracking
 from irflow.tasks.tracking.store import client_uri, redact, split_credentials
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 SECRET = "s3cret-Pa55"
 
 
@@ -252,56 +247,18 @@ class _AuthProxy(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def mlflow_behind_credentials(tmp_path: Path) -> Iterator[str]:
-    """A real ``mlflow server`` (SQLite, proxied artifacts) reachable only through a credentials proxy;
-    yields the proxy's URI without credentials. The server runs in its own session, stopped by pid."""
-    port = _closed_port()
-    log = open(tmp_path / "mlflow-server.log", "wb")
-    server = subprocess.Popen(
-        [
-            str(BIN / "mlflow"),
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--backend-store-uri",
-            f"sqlite:///{tmp_path / 'server.db'}",
-            "--artifacts-destination",
-            str(tmp_path / "server-artifacts"),
-        ],
-        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AuthProxy)
-    proxy.daemon_threads = True
-    _AuthProxy.upstream, _AuthProxy.seen = port, []
-    threading.Thread(target=proxy.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert server.poll() is None, (tmp_path / "mlflow-server.log").read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "mlflow server did not answer within 180 s"
-            time.sleep(0.5)
-        yield f"127.0.0.1:{proxy.server_address[1]}"
-    finally:
-        proxy.shutdown()
-        proxy.server_close()
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGTERM)  # the session this fixture created for it
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait(timeout=10)
-        log.close()
+    """A real ``mlflow server`` (SQLite, proxied artifacts, one worker) reachable only through a credentials
+    proxy; yields the proxy's address. The server runs in its own session, stopped by its pid."""
+    with mlflow_server(tmp_path) as url:
+        proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AuthProxy)
+        proxy.daemon_threads = True
+        _AuthProxy.upstream, _AuthProxy.seen = int(url.rsplit(":", 1)[1]), []
+        threading.Thread(target=proxy.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+        try:
+            yield f"127.0.0.1:{proxy.server_address[1]}"
+        finally:
+            proxy.shutdown()
+            proxy.server_close()
 
 
 @pytest.mark.e2e
