@@ -245,9 +245,32 @@ def serve_dir() -> Iterator[Callable[[Path], tuple[str, list[str]]]]:
         server.server_close()
 
 
+PROFILE = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "test_profile.json"
+
+
+def _file_costs() -> dict[str, float]:
+    """A worker's seconds per test file in the last test profile (``benchmarks/profile_tests.py``), or nothing."""
+    import json
+
+    try:
+        profile = json.loads(PROFILE.read_text(encoding="utf-8"))
+        return {str(k): float(v) for k, v in profile.get("by_file_wall", profile["by_file"]).items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the modules with end-to-end tests or the BEIR collections first, the quick unit modules last
-    (each group in its usual order): with ``-n`` the workers then finish together instead of one of them
-    running a long module alone at the end."""
+    """Run the longest modules first (their seconds in the last test profile; a module the profile
+    does not know counts as expensive when it has end-to-end tests or needs the BEIR collections), the quick
+    unit modules last: with ``-n`` and ``--dist loadfile`` the workers then finish together instead of one of
+    them running a long module alone at the end (longest-first scheduling)."""
+    costs = _file_costs()
     heavy = {item.module for item in items if item.get_closest_marker("e2e") or item.get_closest_marker("shared")}  # type: ignore[attr-defined]
-    items.sort(key=lambda item: item.module not in heavy)  # type: ignore[attr-defined]
+
+    def cost(item: pytest.Item) -> float:
+        known = costs.get(item.nodeid.split("::", 1)[0])
+        if known is not None:
+            return known
+        return 30.0 if item.module in heavy else 0.0  # type: ignore[attr-defined]
+
+    items.sort(key=lambda item: -cost(item))

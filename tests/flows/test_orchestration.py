@@ -150,6 +150,8 @@ def test_served_deployments_run_adhoc_with_parameters_and_schedule_nightly(
             f"sqlite:///{tmp_path / 'mlflow.db'}",
             "--artifacts-destination",
             str(tmp_path / "mlflow-artifacts"),
+            "--workers",
+            "1",
         ],
         env,
     )

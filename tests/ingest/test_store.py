@@ -384,7 +384,7 @@ def test_readers_never_see_a_half_replaced_dataset(tmp_path: Path) -> None:
     for thread in readers:
         thread.start()
     try:
-        for i in range(30):
+        for i in range(10):  # ten replacements while two readers load in a loop
             ingest.import_dataset(versions[i % 2], "beir", "keep")
     finally:
         done.set()
