@@ -10,7 +10,8 @@ Public API::
 
 Modules: ``request`` (the arguments, checked once: :func:`make_request`), ``pipeline`` (the stages composed
 once, run in-process or as Prefect tasks), ``evaluation`` (:class:`Evaluation`: the typed result, its result
-folder), ``evaluate`` (:func:`evaluate`, :func:`load_dataset`), ``rag`` (:func:`evaluate_rag`), ``abtest``,
+folder), ``evaluate`` (:func:`evaluate`, :func:`load_dataset`), ``rag`` (:func:`evaluate_rag`; its arguments,
+stages and result in ``rag_request``, ``rag_pipeline`` and ``rag_evaluation``), ``abtest``,
 ``interleave`` and ``power`` (the online experiments and the power of an evaluation set).
 """
 

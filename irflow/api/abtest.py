@@ -94,13 +94,15 @@ def abtest_mlflow_metrics(document: Mapping[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in out.items()}
 
 
-def track_abtest(config: AbTestConfig, document: Mapping[str, Any], tags: Mapping[str, str]) -> tuple[Any, str]:
-    """One MLflow run in ``irflow-abtest``: settings as params, the figures as metrics, the folder's files
-    (``config.output``) as artifacts; returns the tracker and the run id."""
+def track_abtest(
+    config: AbTestConfig, document: Mapping[str, Any], tags: Mapping[str, str], experiment: str = ABTEST_EXPERIMENT
+) -> tuple[Any, str]:
+    """One MLflow run in ``experiment`` (default ``irflow-abtest``): settings as params, the figures as metrics,
+    the folder's files (``config.output``) as artifacts; returns the tracker and the run id."""
     from irflow.tasks.tracking.log import Tracker, ending_runs, tracking_uri
 
     ab = document["abtest"]
-    tracker = Tracker(ABTEST_EXPERIMENT, tracking_uri())
+    tracker = Tracker(experiment, tracking_uri())
     with ending_runs():
         run_id = tracker.start(f"abtest {Path(config.log).name}", "abtest")
         tracker.log(

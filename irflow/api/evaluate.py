@@ -100,12 +100,12 @@ def track_evaluation(
     from irflow.tasks.tracking import log as tracking
 
     tracker = tracking.Tracker(experiment)
-    encoded = evaluation.encodings
+    encoded = evaluation._parts.encodings
     fresh = {s: e for s, e in encoded.items() if not e.get("cached")}
     logged = tracking.log_evaluation(
         tracker,
         folder,
-        infos=evaluation.retrieval_info,
+        infos=evaluation._parts.retrieval_info,
         labels={spec: label for label, spec in evaluation.systems.items()},
         failed=evaluation.to_dict().get("failed") or {},
         parent=parent,

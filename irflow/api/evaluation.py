@@ -11,12 +11,13 @@ import html
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from irflow.api._results import same
 from irflow.tasks.core.schema import Dataset, InputError
 from irflow.tasks.report.results import StoredResults, load_results
 from irflow.tasks.report.write import SCHEMA_VERSION, save_results
@@ -59,6 +60,18 @@ class Tracking:
     url: str | None = None
 
 
+@dataclass(frozen=True)
+class EvaluationParts:
+    """What an :class:`Evaluation` keeps besides its tables, for its own use (saving, the report, tracking): none
+    of it is compared or shown."""
+
+    results: StoredResults | None = None  # the folder's content, keyed by spec
+    dataset: Dataset | None = None  # segments, snippets in the report
+    report: Any = None  # the report's analysis (tasks.report.ReportData), computed once
+    retrieval_info: dict[str, Any] = field(default_factory=dict)  # spec -> how it ran (MLflow params)
+    encodings: dict[str, Any] = field(default_factory=dict)  # dense spec -> what the embed stage did
+
+
 @dataclass(frozen=True, eq=False)
 class Evaluation:
     """One dataset × systems × metrics, computed (:func:`irflow.evaluate`) or read back (:meth:`load`).
@@ -84,13 +97,9 @@ class Evaluation:
     coverage: Coverage | None = None
     calibrated: pd.DataFrame | None = None
     failed: dict[str, str] = field(default_factory=dict)
-    name: str | None = None
-    tracking: Tracking | None = None
-    results: StoredResults | None = field(default=None, repr=False)  # the folder's content, keyed by spec
-    dataset_tables: Dataset | None = field(default=None, repr=False)  # segments, snippets in the report
-    report: Any = field(default=None, repr=False)  # the report's analysis (tasks.report.ReportData), computed once
-    retrieval_info: dict[str, Any] = field(default_factory=dict, repr=False)  # spec -> how it ran (MLflow params)
-    encodings: dict[str, Any] = field(default_factory=dict, repr=False)  # dense spec -> what the embed stage did
+    name: str | None = field(default=None, compare=False)  # how it was run, not what it computed
+    tracking: Tracking | None = field(default=None, compare=False)
+    _parts: EvaluationParts = field(default_factory=EvaluationParts, repr=False, compare=False)
 
     # -- building --------------------------------------------------------------------------------------
 
@@ -150,11 +159,7 @@ class Evaluation:
             )
             if mlflow.get("run_id")
             else None,
-            results=results,
-            dataset_tables=dataset,
-            report=report,
-            retrieval_info=dict(infos or {}),
-            encodings=dict(embedded or {}),
+            _parts=EvaluationParts(results, dataset, report, dict(infos or {}), dict(embedded or {})),
         )
 
     # -- the result folder -------------------------------------------------------------------------------
@@ -170,7 +175,7 @@ class Evaluation:
 
         target = Path(path)
         with publish(target) as build:
-            save_results(build, self._results(), self.dataset_tables, data=self.report)
+            save_results(build, self._results(), self._parts.dataset, data=self._parts.report)
         return target
 
     @classmethod
@@ -197,22 +202,22 @@ class Evaluation:
         ``mlflow``: its MLflow run), as the flow records them after computing."""
         from dataclasses import replace
 
-        results = self._results()
+        results, parts = self._results(), self._parts
         return Evaluation.from_results(
             replace(results, document={**results.document, **entries}),
             self.comparisons_by_spec(),
             self.verdict,
-            dataset=self.dataset_tables,
-            report=self.report,
-            infos=self.retrieval_info,
-            embedded=self.encodings,
+            dataset=parts.dataset,
+            report=parts.report,
+            infos=parts.retrieval_info,
+            embedded=parts.encodings,
         )
 
     def comparisons_by_spec(self) -> pd.DataFrame:
         """:attr:`comparisons` as significance.csv keeps it (systems by spec, ``candidate`` and
         ``p_randomization``), from the report's analysis or the stored table."""
-        if self.report is not None:
-            return self.report.comparisons
+        if self._parts.report is not None:
+            return self._parts.report.comparisons
         spec = self.systems
         table = self.comparisons.assign(
             system=self.comparisons["system"].map(lambda s: spec.get(s, s)),
@@ -221,9 +226,9 @@ class Evaluation:
         return table.rename(columns={"system": "candidate", "p_value": "p_randomization"})
 
     def _results(self) -> StoredResults:
-        if self.results is None:
+        if self._parts.results is None:
             raise InputError("this Evaluation holds no result folder content (build it with irflow.evaluate)")
-        return self.results
+        return self._parts.results
 
     # -- tables for people -------------------------------------------------------------------------------
 
@@ -286,7 +291,8 @@ class Evaluation:
         )
 
     def _test(self) -> str:
-        options = (self.results.document.get("significance") if self.results else None) or {}
+        results = self._parts.results
+        options = (results.document.get("significance") if results else None) or {}
         alpha = options.get("alpha", 0.05)
         correction = str(options.get("correction", "holm")).capitalize()
         return f"paired randomization test, {correction}-corrected per metric, alpha {alpha}"
@@ -310,36 +316,9 @@ class Evaluation:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Evaluation):
             return NotImplemented
-        for f in fields(self):
-            if f.name in ("results", "dataset_tables", "report", "retrieval_info", "encodings", "tracking", "name"):
-                continue
-            if not _same(getattr(self, f.name), getattr(other, f.name)):
-                return False
-        return True
+        return same(self, other, exact_frames=False)  # a loaded copy's tables may differ in dtypes and order
 
     __hash__ = None  # type: ignore[assignment]
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, pd.DataFrame) or isinstance(b, pd.DataFrame):
-        if not isinstance(a, pd.DataFrame) or not isinstance(b, pd.DataFrame):
-            return False
-        try:
-            pd.testing.assert_frame_equal(
-                a,
-                b,
-                check_dtype=False,
-                check_index_type=False,
-                check_column_type=False,
-                check_like=True,
-                check_exact=True,
-            )
-        except AssertionError:
-            return False
-        return True
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return bool(a == b)
 
 
 def _labelled_comparisons(table: pd.DataFrame, label: Mapping[str, str]) -> pd.DataFrame:
@@ -405,4 +384,4 @@ def _latex_escape(text: str) -> str:
     return re.sub(r"[\\&%$#_{}~^]", lambda m: _LATEX.get(m.group(), "\\" + m.group()), text)
 
 
-__all__ = ["COMPARISON_COLUMNS", "SCHEMA_VERSION", "Coverage", "Evaluation", "Tracking"]
+__all__ = ["COMPARISON_COLUMNS", "SCHEMA_VERSION", "Coverage", "Evaluation", "EvaluationParts", "Tracking"]

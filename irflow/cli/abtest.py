@@ -10,9 +10,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from irflow.cli.options import json_option, no_track_option
+from irflow.cli.options import experiment_option, json_option, no_track_option
 
 NEEDED = ("arm", "query", "clicked")  # beside the unit column (tasks.online.abtest_log)
+EXPERIMENT = "irflow-abtest"  # api.abtest.ABTEST_EXPERIMENT, not imported: `irflow --help` loads no pandas
 
 
 def check_abtest(args: argparse.Namespace) -> None:
@@ -67,7 +68,7 @@ def cmd_abtest(args: argparse.Namespace) -> int:
         sequential=args.sequential,
         **({"tau": args.tau} if args.tau is not None else {}),
     )
-    document = abtest_flow(config, track=not args.no_track)
+    document = abtest_flow(config, track=not args.no_track, experiment=args.experiment)
     if args.json:
         import json
 
@@ -145,6 +146,7 @@ def add_abtest_parser(subparsers: Any) -> None:
     )
     p.add_argument("--output", metavar="DIR", help="result folder (default results/abtest/<log name>)")
     no_track_option(p)
+    experiment_option(p, EXPERIMENT)
     json_option(p, "print the result as one JSON object (metrics.json's content)")
     p.set_defaults(func=cmd_abtest, check=check_abtest, runs_flow=True)
 

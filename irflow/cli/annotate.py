@@ -13,7 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from irflow.cli.options import dataset_option, depth_option, json_option, judge_option, no_track_option
+from irflow.cli.options import (
+    dataset_option,
+    depth_option,
+    experiment_option,
+    json_option,
+    judge_option,
+    no_track_option,
+)
 from irflow.tasks.annotate.config import EXPERIMENT, JUDGE_HELP, AnnotateConfig
 
 
@@ -94,6 +101,7 @@ def add_annotate_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="DIR", help="annotation folder (default: results/annotate/<dataset>)")
     p.add_argument("--dry-run", action="store_true", help="print the calls and estimated cost, then stop")
     no_track_option(p)
+    experiment_option(p, EXPERIMENT)
     json_option(p, "print the annotation's summary as one JSON object")
     p.set_defaults(func=cmd_annotate, check=check_annotate, runs_flow=True)
     return p
@@ -124,7 +132,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     if track:
         from irflow.tasks.tracking.log import check_tracking
 
-        check_tracking(experiment=EXPERIMENT)  # fail fast, before the plan (a --system retrieval) and any judge call
+        check_tracking(experiment=args.experiment)  # fail fast: before the plan (a --system retrieval), any judge
     dataset = args.dataset
     if args.input:
         dataset = args.name or "zbench-" + re.sub(r"[^A-Za-z0-9._-]+", "-", Path(args.input).stem)
@@ -169,7 +177,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     prefect_api.ready()
     from irflow.flows.annotate import annotate_flow
 
-    summary = annotate_flow(config, track=track)
+    summary = annotate_flow(config, track=track, experiment=args.experiment)
     if args.json:
         print(json.dumps({**summary, "output": config.output}, indent=2, default=str))
         return 0

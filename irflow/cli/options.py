@@ -163,8 +163,10 @@ def json_option(parser: Any, help: str = "print one JSON object instead of the t
     return parser.add_argument("--json", action="store_true", help=help)
 
 
-def experiment_option(parser: Any) -> argparse.Action:
-    return parser.add_argument("--experiment", default="irflow", help="MLflow experiment (default: irflow)")
+def experiment_option(parser: Any, default: str = "irflow") -> argparse.Action:
+    """``--experiment NAME``: the MLflow experiment, nothing else (``annotate`` and ``abtest`` default to their
+    own: ``irflow-annotate``, ``irflow-abtest``)."""
+    return parser.add_argument("--experiment", default=default, help=f"MLflow experiment (default: {default})")
 
 
 def deprecated_command(parser: argparse.ArgumentParser, old: str, new: str) -> None:

@@ -10,8 +10,8 @@ from typing import Any
 
 def check_rag(args: argparse.Namespace) -> None:
     """Every answers file, the dataset, the systems, the generator, the judge, the embedder, the metrics and
-    the baseline (:func:`irflow.api.rag.validate_rag`), before Prefect, a model or a corpus."""
-    from irflow.api.rag import MAX_K, validate_rag
+    the baseline (:func:`irflow.api.rag_request.validate_rag`), before Prefect, a model or a corpus."""
+    from irflow.api.rag_request import MAX_K, validate_rag
     from irflow.cli.checks import (
         check_dataset,
         check_depth,

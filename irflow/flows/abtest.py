@@ -3,7 +3,7 @@
 
 Composition only (:func:`irflow.api.abtest.run_abtest`, its stages as tasks): read and check the log,
 analyse (delta-method intervals, sample-ratio mismatch), optionally the sequential test day by day,
-publish the folder whole, then one MLflow run in the experiment ``irflow-abtest`` with the settings,
+publish the folder whole, then one MLflow run in the experiment ``irflow-abtest`` (or the one given) with the settings,
 every figure and the folder's files.
 """
 
@@ -41,10 +41,10 @@ def write_task(config: AbTestConfig, analysis: dict[str, Any], sequential: dict[
 
 
 @task(name="track A/B test", cache_policy=NONE)
-def track_task(config: AbTestConfig, document: dict[str, Any]) -> str:
+def track_task(config: AbTestConfig, document: dict[str, Any], experiment: str = EXPERIMENT) -> str:
     """One MLflow run (:func:`irflow.api.abtest.track_abtest`) linked both ways with this flow run (tags
     ``prefect.flow_run_id`` and ``mlflow-run:<id>``)."""
-    tracker, run_id = track_abtest(config, document, prefect_tags())
+    tracker, run_id = track_abtest(config, document, prefect_tags(), experiment=experiment)
     link_to_mlflow(tracker, run_id, f"A/B test {Path(config.log).name}")
     return run_id
 
@@ -62,20 +62,21 @@ def abtest_flow_run_name() -> str:
 
 
 @flow(name="abtest", flow_run_name=abtest_flow_run_name)
-def abtest_flow(config: AbTestConfig, track: bool = True) -> dict[str, Any]:
-    """Analyse the A/B log ``config.log``; returns metrics.json's content (with ``mlflow`` when tracked)."""
+def abtest_flow(config: AbTestConfig, track: bool = True, experiment: str = EXPERIMENT) -> dict[str, Any]:
+    """Analyse the A/B log ``config.log``; returns metrics.json's content (with ``mlflow`` when tracked: one run
+    in the MLflow experiment ``experiment``)."""
     if track:
         from irflow.tasks.tracking.log import check_tracking
 
-        check_tracking(experiment=EXPERIMENT)  # an unwritable store fails before any work
+        check_tracking(experiment=experiment)  # an unwritable store fails before any work
     log = STAGES.read(config.log, config.unit)
     analysis, sequential = run_abtest(log, config, STAGES)
     document = write_task(config, analysis, sequential)
     if run_identity.is_default_output(None, config.output, "abtest"):
         run_identity.point_latest(config.output)  # results/abtest/latest: the last A/B test
     if track:
-        run_id = track_task(config, document)
-        document["mlflow"] = {"run_id": run_id, "experiment": EXPERIMENT}
+        run_id = track_task(config, document, experiment)
+        document["mlflow"] = {"run_id": run_id, "experiment": experiment}
         write_json(Path(config.output) / "metrics.json", document)
     return document
 

@@ -37,16 +37,17 @@ def _annotate_flow() -> Any:
     track_task = task(name="track annotation", cache_policy=NONE)(log_annotation)
 
     @flow(name="annotate", flow_run_name=_flow_run_name)
-    def annotate_flow(config: AnnotateConfig, track: bool = True) -> dict[str, Any]:
-        """Annotate ``config.dataset`` (candidates → pairs → judges → ensemble → Bradley–Terry → outputs)."""
+    def annotate_flow(config: AnnotateConfig, track: bool = True, experiment: str = EXPERIMENT) -> dict[str, Any]:
+        """Annotate ``config.dataset`` (candidates → pairs → judges → ensemble → Bradley–Terry → outputs); tracked:
+        one run in the MLflow experiment ``experiment``."""
         if track:
-            check_tracking(experiment=EXPERIMENT)  # a store that cannot be written fails now, before any judge is paid
+            check_tracking(experiment=experiment)  # a store that cannot be written fails now, before any judge is paid
         p = plan_task(config)
         stats = judge_task(p)
         annotation = fit_task(p)
         summary = outputs_task(p, annotation, stats)
         if track:
-            summary["mlflow_run_id"] = track_task(p, summary)
+            summary["mlflow_run_id"] = track_task(p, summary, experiment)
         return summary
 
     return annotate_flow
@@ -123,12 +124,12 @@ def metrics_of(summary: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in out.items() if v is not None}
 
 
-def log_annotation(p: Any, summary: dict[str, Any]) -> str:
+def log_annotation(p: Any, summary: dict[str, Any], experiment: str = EXPERIMENT) -> str:
     """One MLflow run (tasks.tracking): params, metrics, judges, outputs, plots; returns its id.
     Judges are described by name, model and key variable, never by key."""
     from irflow.tasks.tracking.log import Tracker, ending_runs, tracking_uri
 
-    tracker = Tracker(EXPERIMENT, tracking_uri())  # checked when the flow started
+    tracker = Tracker(experiment, tracking_uri())  # checked when the flow started
     config = p.config
     folder = Path(config.output)
     with ending_runs():  # FAILED on an error, KILLED on Ctrl-C or SIGTERM

@@ -1,8 +1,8 @@
 """The ``rag`` flow: answers (a team's files, or irflow systems' top k into a generator) → RAG metrics,
 paired tests, report, MLflow.
 
-Composition only (:func:`irflow.api.rag.run_rag`), a task per stage over the pure functions of
-``irflow.api.rag`` and ``tasks.rag``: ingest, embed and retrieve (as ``evaluate``'s), answers, generate
+Composition only (:func:`irflow.api.rag_pipeline.run_rag`), a task per stage over the pure functions of
+``irflow.api.rag_pipeline`` and ``tasks.rag``: ingest, embed and retrieve (as ``evaluate``'s), answers, generate
 (one per configuration), score, significance, report, track.
 Every argument is checked before any expensive stage; results are published whole.
 """
@@ -20,8 +20,9 @@ from prefect.cache_policies import NONE
 from prefect.futures import PrefectFuture
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from irflow.api import rag as rag_api
-from irflow.api.rag import DEFAULT_K, MAX_K, RagRequest, RagStages, configuration_names, run_rag, validate_rag
+from irflow.api import rag_pipeline as rag_api
+from irflow.api.rag_pipeline import RagStages, run_rag
+from irflow.api.rag_request import DEFAULT_K, MAX_K, RagRequest, configuration_names, validate_rag
 from irflow.flows.evaluate import claim_output, ingest_task, release_output, retrieve_task, system_task_name
 from irflow.flows.stages import embed_stage, link_to_mlflow, prefect_tags
 from irflow.tasks import tracking
@@ -51,7 +52,7 @@ STAGES = RagStages(
     significance=significance_task,
     calibrate=calibrate_task,
 )
-"""The composition's stages (:func:`irflow.api.rag.run_rag`) as Prefect tasks."""
+"""The composition's stages (:func:`irflow.api.rag_pipeline.run_rag`) as Prefect tasks."""
 
 
 @task(name="track", cache_policy=NONE)

@@ -90,3 +90,14 @@ def test_every_old_spelling_is_on_the_page() -> None:
         if spelling in getattr(action, "old_spellings", {})
     }
     assert real == listed
+
+
+def test_annotate_and_abtest_log_to_their_own_experiments_unless_told() -> None:
+    """``--experiment`` on ``annotate`` and ``abtest`` defaults to the experiment each logged to before it."""
+    from irflow.api.abtest import ABTEST_EXPERIMENT
+    from irflow.tasks.annotate.config import EXPERIMENT
+
+    commands = _commands()
+    assert commands["annotate"].get_default("experiment") == EXPERIMENT == "irflow-annotate"
+    assert commands["abtest"].get_default("experiment") == ABTEST_EXPERIMENT == "irflow-abtest"
+    assert commands["run"].get_default("experiment") == "irflow"

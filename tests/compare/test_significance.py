@@ -131,11 +131,11 @@ def test_bca_equals_scipy_on_the_same_resamples() -> None:
     """The BCa core (without the small-sample expansion) is scipy's BCa: same resamples, same interval."""
     from scipy import special
 
-    from irflow.tasks.compare.significance import _bca
+    from irflow.tasks.compare.paired_statistics import bca_interval
 
     d = np.random.default_rng(3).exponential(1.0, 25) - 0.8
     means = d[np.random.default_rng(7).integers(0, d.size, size=(5000, d.size))].mean(axis=1)
-    ours = _bca(means, d, float(special.ndtri(0.025)))
+    ours = bca_interval(means, d, float(special.ndtri(0.025)))
     reference = stats.bootstrap(
         (d,), np.mean, n_resamples=5000, method="BCa", confidence_level=0.95, rng=np.random.default_rng(7)
     ).confidence_interval

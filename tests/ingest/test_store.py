@@ -25,7 +25,7 @@ from irflow.cli.main import main
 from irflow.tasks import ingest
 from irflow.tasks.core import atomic
 from irflow.tasks.core.schema import DownloadError, InputError
-from irflow.tasks.ingest import beir, store
+from irflow.tasks.ingest import beir, beir_extract, store
 
 
 def cache() -> Path:
@@ -608,7 +608,7 @@ def test_a_full_disk_while_importing_a_zip_is_named_and_leaves_nothing(tmp_path,
         return real_open(file, mode, *args, **kwargs)
 
     with monkeypatch.context() as patched:
-        patched.setattr(beir, "open", full_open, raising=False)
+        patched.setattr(beir_extract, "open", full_open, raising=False)
         code, err = cli(capsys, "datasets", "import", str(archive), "--format", "beir", "--name", "toy")
     assert code == 2
     assert re.search(r"irflow: error: could not write .*toy: No space left on device", err)

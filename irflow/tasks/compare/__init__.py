@@ -7,7 +7,8 @@ Public API::
     table = compare_all(per_query, baseline="bm25", metrics=["nDCG@10"])   # one row per (system, metric)
 
 Modules: ``significance`` (paired tests on per-query values: Fisher randomization, t, Wilcoxon, BCa
-bootstrap intervals, effect sizes, Holm/Bonferroni/BH corrections), ``family`` (the family a
+bootstrap intervals, effect sizes, Holm/Bonferroni/BH corrections; the statistics of one pair in
+``paired_statistics``), ``family`` (the family a
 correction runs over), ``regression`` (did a system get worse between two runs?), ``analysis``
 (segments, document-type shares, length bias, disagreements, consistency), ``calibration`` (PPI++:
 judge-labelled means corrected by a few human labels, and how many labels a target interval needs),

@@ -15,117 +15,35 @@ its body's bytes (``IRFLOW_MAX_RESPONSE_BYTES``) and the time from the request t
 body past either fails at once with :class:`HttpLimitError`, not retried; a stop (SIGTERM) is seen
 between pieces, in every thread.
 
-httpx is imported by the callers that build clients; this module only drives them, and adds
-:class:`KeepAliveClient`, a plain ``http.client`` connection per thread for callers whose own time
-matters (a search service's latency): it costs a fraction of an httpx request per call.
+httpx is imported by the callers that build clients; this module only drives them. The errors and the bounded
+reading of answers live in ``http_body``, :class:`KeepAliveClient` (a plain ``http.client`` connection per
+thread) in ``http_keepalive``; both are re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import http.client
-import json
 import logging
 import random
 import threading
 import time
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from functools import partial
 from typing import Any, NamedTuple
 
-from irflow.tasks.core.limits import MAX_RESPONSE_BYTES, RESPONSE_SECONDS
+from irflow.tasks.core.http_body import (
+    BodyReader,
+    HttpAnswer,
+    HttpAuthError,
+    HttpCallError,
+    HttpLimitError,
+    bounded_hook,
+)
+from irflow.tasks.core.http_keepalive import KeepAliveClient, keep_alive_usable
 from irflow.tasks.core.redact import redact
-from irflow.tasks.core.schema import IrflowError
-from irflow.tasks.core.stop import check_stop
 
 log = logging.getLogger(__name__)
-
-
-class HttpCallError(IrflowError):
-    """A call failed: a request the server refuses, an answer that is not JSON, or retries exhausted."""
-
-    def __init__(self, message: str, *, attempts: int = 1, status: int | None = None) -> None:
-        super().__init__(message)
-        self.attempts = attempts
-        self.status = status
-
-
-class HttpAuthError(HttpCallError):
-    """The server refused the credentials (401/403): the run stops instead of repeating the refusal."""
-
-
-class HttpLimitError(HttpCallError):
-    """An answer's body passed ``IRFLOW_MAX_RESPONSE_BYTES`` or took longer than ``IRFLOW_RESPONSE_SECONDS``
-    (a body that never ends): not retried, the server would do it again."""
-
-
-_PIECE = 1 << 16
-
-
-class BodyReader:
-    """Reads one answer's body within the limits: ``who`` and ``url`` name it in the error; the clock started
-    when the request was sent."""
-
-    def __init__(self, who: str, url: str) -> None:
-        self.who, self.url = who, url
-        self.most = MAX_RESPONSE_BYTES.bytes()
-        self.seconds = RESPONSE_SECONDS.value()
-        self.deadline = time.monotonic() + self.seconds
-        self.parts: list[bytes] = []
-        self.size = 0
-
-    def add(self, piece: bytes) -> None:
-        """Keep ``piece``; fails past the bytes or the time allowed, or once a stop was asked for."""
-        check_stop()
-        self.size += len(piece)
-        if self.size > self.most:
-            raise HttpLimitError(f"{self.who}: {self.url} " + MAX_RESPONSE_BYTES.passed("answered a body too large"))
-        if time.monotonic() > self.deadline:
-            sending = f"was still sending its answer ({self.size:,} bytes)"
-            raise HttpLimitError(f"{self.who}: {self.url} " + RESPONSE_SECONDS.passed(sending))
-        self.parts.append(piece)
-
-    def content(self) -> bytes:
-        return b"".join(self.parts)
-
-    def read(self, chunks: Any) -> bytes:
-        """All of ``chunks`` (an iterator of bytes), within the limits."""
-        for piece in chunks:
-            self.add(piece)
-        return self.content()
-
-    async def aread(self, chunks: Any) -> bytes:
-        """All of ``chunks`` (an async iterator of bytes), within the limits."""
-        async for piece in chunks:
-            self.add(piece)
-        return self.content()
-
-
-def bounded_hook(who: str) -> Any:
-    """An httpx ``response`` event hook for clients irflow does not drive itself (Chroma's): the body is read
-    within the same limits (the hook wraps the stream before the client reads it)."""
-    import httpx
-
-    class _Bounded(httpx.SyncByteStream):
-        def __init__(self, stream: Any, url: str) -> None:
-            self.stream, self.url = stream, url
-
-        def __iter__(self) -> Any:
-            reader = BodyReader(who, self.url)
-            for piece in self.stream:
-                reader.add(piece)
-                yield piece
-
-        def close(self) -> None:
-            self.stream.close()
-
-    def hook(response: Any) -> None:
-        response.stream = _Bounded(response.stream, str(response.request.url))
-
-    return hook
 
 
 @dataclass(frozen=True)
@@ -291,7 +209,7 @@ class Call:
             return client.post(self.url, json=body, headers=headers, who=self.who)
         reader = BodyReader(self.who, self.url)
         with client.stream("POST", self.url, json=body, headers=headers) as streamed:
-            return _Response(streamed.status_code, streamed.headers, reader.read(streamed.iter_bytes()))
+            return HttpAnswer(streamed.status_code, streamed.headers, reader.read(streamed.iter_bytes()))
 
     async def apost(self, client: Any, body: Any, *, tokens: int = 0, headers: dict[str, str] | None = None) -> Reply:
         """POST ``body`` as JSON with an ``httpx.AsyncClient``; retries as the policy says."""
@@ -305,7 +223,7 @@ class Call:
                 reader = BodyReader(self.who, self.url)
                 async with client.stream("POST", self.url, json=body, headers=headers) as streamed:
                     content = await reader.aread(streamed.aiter_bytes())
-                    response = _Response(streamed.status_code, streamed.headers, content)
+                    response = HttpAnswer(streamed.status_code, streamed.headers, content)
             except httpx.TransportError as exc:
                 problem = self._problem(f"{type(exc).__name__}: {exc}")
             else:
@@ -318,101 +236,6 @@ class Call:
             log.info("%s: %s; retry %d/%d in %.1fs", self.who, problem[:80], attempt, self.policy.retries, delay)
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")
-
-
-class _Response:
-    """What :meth:`Call.post` reads from an answer, as httpx names it."""
-
-    def __init__(self, status: int, headers: Any, content: bytes) -> None:
-        self.status_code, self.headers, self.content = status, headers, content
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", errors="replace")
-
-    def json(self) -> Any:
-        return json.loads(self.content)
-
-
-class KeepAliveClient:
-    """JSON POSTs over one keep-alive ``http.client`` connection per thread, for :meth:`Call.post`.
-
-    ``post(url, json=..., headers=...)`` like ``httpx.Client.post`` (the URL must be the one the client
-    was made for). A connection the server closed while idle is reopened and the request sent again
-    once, as httpx does; other failures reach the caller's retry policy. Proxies are not supported:
-    :func:`keep_alive_usable` says when a URL needs one (then use httpx).
-    """
-
-    def __init__(self, url: str, headers: dict[str, str], timeout: float) -> None:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
-        self.url, self.timeout = url, timeout
-        self.https = parts.scheme == "https"
-        self.host, self.port = parts.hostname, parts.port
-        self.target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        self.headers = dict(headers)
-        self._local = threading.local()
-        self._all: list[http.client.HTTPConnection] = []
-        self._lock = threading.Lock()
-
-    def _connection(self) -> http.client.HTTPConnection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
-            conn = self._local.conn = cls(self.host, self.port, timeout=self.timeout)
-            with self._lock:
-                self._all.append(conn)
-        return conn
-
-    def post(self, url: str, *, json: Any, headers: dict[str, str] | None = None, who: str = "") -> _Response:
-        if url != self.url:
-            raise ValueError(f"this client posts to {self.url}, not {url}")
-        body = _dumps(json).encode()
-        sent_headers = {**self.headers, **(headers or {})}
-        for attempt in (1, 2):
-            conn = self._connection()
-            reused = conn.sock is not None
-            try:
-                reader = BodyReader(who or "the service", self.url)
-                conn.request("POST", self.target, body=body, headers=sent_headers)
-                response = conn.getresponse()
-                content = reader.read(iter(partial(response.read1, _PIECE), b""))
-                response.read()  # read1 leaves a Content-Length answer open at its end: this closes it
-            except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
-                conn.close()
-                if reused and attempt == 1:
-                    continue  # the server closed an idle keep-alive connection: once more on a fresh one
-                raise
-            except BaseException:
-                conn.close()
-                raise
-            if response.will_close:
-                conn.close()
-            return _Response(response.status, response.headers, content)
-        raise AssertionError("unreachable")
-
-    def close(self) -> None:
-        with self._lock:
-            for conn in self._all:
-                conn.close()
-            self._all.clear()
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def keep_alive_usable(url: str) -> bool:
-    """Whether :class:`KeepAliveClient` can reach ``url``: http(s) and no proxy from the environment
-    applies to it (httpx honours ``HTTP(S)_PROXY``/``NO_PROXY``; this client does not)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return False
-    proxies = urllib.request.getproxies_environment()
-    if not (proxies.get(parts.scheme) or proxies.get("all")):
-        return True
-    return bool(urllib.request.proxy_bypass_environment(parts.hostname, proxies))  # type: ignore[attr-defined]
 
 
 __all__ = [

@@ -11,7 +11,8 @@ Modules: ``faiss_index`` (exact inner product by default, HNSW, IVF, IVF-PQ; cac
 vectors), ``recall`` (recall@k of an approximate index against exact search), ``blocks`` (exact
 top-k over vectors streamed in blocks, and IVF-PQ trained out of core), ``cache_blocks``
 (``dense(index=blocks)``: the embedding cache's parts as blocks), ``chroma`` (a Chroma server as a
-dense index), ``bm25`` (bm25s or rank-bm25 over a dataset, the tokenized corpus and index cached).
+dense index), ``bm25`` (bm25s or rank-bm25 over a dataset, the tokenized corpus and index cached; the tokens in
+``bm25_tokens``, the score matrix in ``bm25_scores``).
 FAISS, bm25s and chromadb are imported only when an index is built or loaded.
 """
 

@@ -8,18 +8,17 @@ fingerprint, backend, method, tokenizer, k1, b, this module's version); the toke
 ``cache_dir()/bm25/tokens/<key>`` (fingerprint and tokenizer only), so a k1/b sweep tokenizes once.
 Both are written into a temporary folder that is renamed into place, so a half-written one is never
 loaded. The index build itself is whole-array numpy (:func:`build_scores`), bit-identical to bm25s's.
+
+The tokens and their cache live in ``bm25_tokens``, the score matrix in ``bm25_scores``; both re-exported here.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import itertools
 import json
 import logging
 import shutil
-import sys
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,177 +29,26 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from irflow.tasks.core import progress
 from irflow.tasks.core.atomic import publish_dir, write_json
 from irflow.tasks.core.config import cache_dir
 from irflow.tasks.core.runs import empty_run, order_run
 from irflow.tasks.core.schema import Dataset, InputError
+from irflow.tasks.index.bm25_scores import build_scores
+from irflow.tasks.index.bm25_tokens import (
+    BM25_CODE_VERSION,
+    TOKEN_PATTERN,
+    CorpusTokens,
+    corpus_tokens,
+    document_texts,
+    tokenize,
+    tokenizer_identity,
+    tokens_key,
+)
 from irflow.tasks.systems.specs import BM25Spec, as_spec
 
 log = logging.getLogger(__name__)
 
-BM25_CODE_VERSION = "1"  # bump when tokenisation or index layout changes: old cache entries are then ignored
-TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 _RANK_BM25_CLASSES = {"okapi": "BM25Okapi", "bm25l": "BM25L", "bm25+": "BM25Plus"}
-
-
-def tokenize(texts: Sequence[str], spec: BM25Spec, *, return_ids: bool = False, show_progress: bool = False) -> Any:
-    """Token lists for ``texts`` under the spec's stopwords and stemmer (shared by both backends).
-
-    ``return_ids=True`` gives bm25s's ``Tokenized(ids, vocab)`` instead, which it indexes faster;
-    ``show_progress``: bm25s's own bar (texts/s, ETA), for a whole corpus on a terminal.
-    """
-    import bm25s
-
-    return bm25s.tokenize(
-        list(texts),
-        token_pattern=TOKEN_PATTERN,
-        stopwords="en" if spec.stopwords == "en" else None,
-        stemmer=_stemmer() if spec.stemmer == "snowball" else None,
-        return_ids=return_ids,
-        show_progress=show_progress,
-    )
-
-
-_THREAD = threading.local()
-
-
-def _stemmer() -> Any:
-    """This thread's Snowball English stemmer (made once: building one costs more than stemming a query)."""
-    stemmer = getattr(_THREAD, "stemmer", None)
-    if stemmer is None:
-        import Stemmer
-
-        stemmer = _THREAD.stemmer = Stemmer.Stemmer("english")
-    return stemmer
-
-
-@dataclass
-class CorpusTokens:
-    """A tokenized corpus held as flat arrays, in the shape bm25s's ``index()`` accepts (``.ids``, ``.vocab``).
-
-    ``flat`` is the stem id of every kept token, document after document; ``lengths`` the tokens
-    per document. Cached on disk per dataset fingerprint and tokenizer, so another k1, b or method
-    on the same corpus rebuilds only the score matrix.
-    """
-
-    flat: np.ndarray
-    lengths: np.ndarray
-    vocab: dict[str, int]
-
-    @property
-    def ids(self) -> CorpusTokens:
-        return self  # bm25s hands ``corpus.ids`` to build_index_from_ids: that is build_scores's input
-
-    def __len__(self) -> int:
-        return len(self.lengths)
-
-    @classmethod
-    def from_lists(cls, ids: Sequence[Sequence[int]], vocab: dict[str, int]) -> CorpusTokens:
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lengths.sum()))
-        return cls(flat, lengths, dict(vocab))
-
-    def save(self, folder: Path) -> None:
-        np.save(folder / "flat.npy", self.flat)
-        np.save(folder / "lengths.npy", self.lengths)
-        write_json(folder / "vocab.json", self.vocab)
-
-    @classmethod
-    def load(cls, folder: Path) -> CorpusTokens:
-        vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
-        return cls(np.load(folder / "flat.npy"), np.load(folder / "lengths.npy"), vocab)
-
-
-def _tokenizer_identity(spec: BM25Spec) -> dict[str, object]:
-    """What decides the tokens of a text: part of both the token and the index cache keys."""
-    return {
-        "fields": "title text",
-        "lower": True,
-        "pattern": TOKEN_PATTERN,
-        "stopwords": spec.stopwords,
-        "stemmer": spec.stemmer,
-    }
-
-
-def tokens_key(dataset: Dataset, spec: BM25Spec) -> str:
-    """sha256 over what changes the corpus tokens (not k1, b or method); the name of their cache folder."""
-    identity = {
-        "fingerprint": dataset.fingerprint,
-        "code": BM25_CODE_VERSION,
-        "bm25s": metadata.version("bm25s"),
-        "tokenizer": _tokenizer_identity(spec),
-    }
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
-
-
-def corpus_tokens(dataset: Dataset, spec: BM25Spec) -> CorpusTokens:
-    """The dataset's corpus tokenized for ``spec``: from the cache, else tokenized and cached (atomically)."""
-    path = cache_dir() / "bm25" / "tokens" / tokens_key(dataset, spec)
-    if (path / "vocab.json").exists():
-        try:
-            tokens = CorpusTokens.load(path)
-            if len(tokens) == len(dataset.corpus) and int(tokens.lengths.sum()) == len(tokens.flat):
-                return tokens
-        except (OSError, ValueError) as exc:
-            log.warning("BM25 token cache %s unreadable (%s); tokenizing again", path, exc)
-        shutil.rmtree(path, ignore_errors=True)
-    tokenized = tokenize(document_texts(dataset), spec, return_ids=True, show_progress=progress.enabled(sys.stderr))
-    tokens = CorpusTokens.from_lists(tokenized.ids, tokenized.vocab)
-    with publish_dir(path) as tmp:
-        tokens.save(tmp)
-    return tokens
-
-
-def build_scores(
-    tokens: CorpusTokens,
-    n_vocab: int,
-    *,
-    method: str,
-    idf_method: str,
-    k1: float,
-    b: float,
-    delta: float,
-    dtype: str = "float32",
-    int_dtype: str = "int32",
-) -> tuple[dict[str, Any], np.ndarray | None]:
-    """bm25s's precomputed score matrix, built with whole-array numpy instead of a Python loop per document.
-
-    Column ``t`` of the (documents x vocabulary) CSC matrix holds, for every document ``d`` containing
-    term ``t``, ``idf(t) * tfc(tf(t, d), |d|)`` (minus the non-occurrence score for BM25L/BM25+, which
-    is returned too: bm25s adds it back per query term), with bm25s's own idf/tfc formulas evaluated
-    in the same dtypes, so the arrays equal what ``bm25s.BM25.build_index_from_ids`` computes, bit
-    for bit (tested).
-    """
-    from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
-
-    n_docs, lengths = len(tokens), tokens.lengths
-    docs = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
-    pairs, tf = np.unique(tokens.flat.astype(np.int64) * n_docs + docs, return_counts=True)  # (term, doc) order
-    cols, rows = np.divmod(pairs, n_docs)
-    df = np.bincount(cols, minlength=n_vocab)
-    avg_len = lengths.mean()
-
-    # idf per distinct document frequency, by bm25s's scalar formula (a few hundred calls, not one per term)
-    idf_fn, tfc_fn = _select_idf_scorer(idf_method), _select_tfc_scorer(method)
-    seen = np.flatnonzero(df)
-    distinct, which = np.unique(df[seen], return_inverse=True)
-    idf64 = np.array([idf_fn(int(d), N=n_docs) for d in distinct], dtype=np.float64)[which]
-    idf = np.zeros(n_vocab, dtype=dtype)
-    idf[seen] = idf64
-
-    scores = idf[cols] * tfc_fn(
-        tf_array=tf.astype(dtype), l_d=lengths[rows].astype(np.float64), l_avg=avg_len, k1=k1, b=b, delta=delta
-    )
-    nonoccurrence = None
-    if method in ("bm25l", "bm25+"):  # these give a score for *not* containing a term; stored relative to it
-        nonoccurrence = np.zeros(n_vocab, dtype=dtype)
-        nonoccurrence[seen] = idf64 * tfc_fn(tf_array=0, l_d=avg_len, l_avg=avg_len, k1=k1, b=b, delta=delta)
-        scores = scores - nonoccurrence[cols]
-    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
-    np.cumsum(np.bincount(cols, minlength=n_vocab), out=indptr[1:])
-    matrix = {"data": scores.astype(dtype), "indices": rows.astype(int_dtype), "indptr": indptr, "num_docs": n_docs}
-    return matrix, nonoccurrence
 
 
 def _engine(spec: BM25Spec) -> Any:
@@ -233,12 +81,6 @@ def _engine(spec: BM25Spec) -> Any:
     return VectorisedBM25(k1=spec.k1, b=spec.b, method=spec.method)
 
 
-def document_texts(dataset: Dataset) -> list[str]:
-    """What BM25 indexes: ``title + " " + text`` per document."""
-    corpus = dataset.corpus
-    return (corpus["title"].fillna("").astype("str") + " " + corpus["text"].fillna("").astype("str")).tolist()
-
-
 def cache_key(dataset: Dataset, spec: BM25Spec) -> str:
     """sha256 over everything that changes the index; the name of its cache folder."""
     identity = {
@@ -249,7 +91,7 @@ def cache_key(dataset: Dataset, spec: BM25Spec) -> str:
         "b": spec.b,
         "code": BM25_CODE_VERSION,
         "bm25s": metadata.version("bm25s"),
-        "tokenizer": _tokenizer_identity(spec),
+        "tokenizer": tokenizer_identity(spec),
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
@@ -432,3 +274,20 @@ def search(dataset: Dataset, spec: BM25Spec | str = BM25Spec(), depth: int = 100
     """Run BM25 for all of the dataset's queries: a run table (query_id, doc_id, score, rank)."""
     index = load_index(dataset, spec)
     return index.search(dataset.queries["query_id"].tolist(), dataset.queries["text"].tolist(), depth)
+
+
+__all__ = [
+    "BM25_CODE_VERSION",
+    "TOKEN_PATTERN",
+    "BM25Index",
+    "CorpusTokens",
+    "build_scores",
+    "cache_key",
+    "corpus_tokens",
+    "document_texts",
+    "load_index",
+    "search",
+    "tokenize",
+    "tokenizer_identity",
+    "tokens_key",
+]

@@ -1,4 +1,4 @@
-"""BEIR: the catalog, verified downloads, safe extraction, and the BEIR folder layout reader.
+"""BEIR: the catalog and verified downloads (safe extraction and the folder layout reader re-exported).
 
 A BEIR dataset is a folder (or a zip of one) holding ``corpus.jsonl``, ``queries.jsonl`` and
 ``qrels/<split>.tsv``. Downloads stream from ``IRFLOW_BEIR_BASE_URL`` (default: the official
@@ -12,13 +12,11 @@ checked. Who vouches for what (``datasets/beir.json``):
    sha256 is **recorded on first download** (trust on first use, said on stderr and in the
    manifest); later downloads must match the record.
 3. An entry with neither (none in the catalog today) is trusted on first download alone.
-
 A mirror's ``<base>/SHA256SUMS`` only detects a corrupted transfer: a mismatch fails the
 download, a match vouches for nothing.
 
-Extraction refuses absolute paths, ``..``, links, encrypted or damaged members, and archives that
-expand past ``IRFLOW_MAX_EXTRACT_BYTES`` (default 32 GiB) or more than ``IRFLOW_MAX_EXTRACT_RATIO``
-(default 100) times their own size once past 64 MiB, counting the bytes actually written.
+Safe extraction lives in ``beir_extract`` and the folder layout reader in ``beir_layout``; both are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -28,15 +26,12 @@ import json
 import logging
 import os
 import re
-import stat
 import time
 import urllib.error
 import urllib.request
-import zipfile
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from irflow.tasks.core.atomic import clean_stale, file_lock, temp_name, write_json
@@ -44,18 +39,14 @@ from irflow.tasks.core.config import beir_base_url, cache_dir, package_data
 from irflow.tasks.core.limits import (
     DOWNLOAD_SECONDS,
     MAX_DOWNLOAD_BYTES,
-    MAX_EXTRACT_BYTES,
-    MAX_EXTRACT_RATIO,
-    RATIO_FLOOR_BYTES,
     RESPONSE_SECONDS,
     Limit,
     LimitError,
 )
 from irflow.tasks.core.progress import Progress
 from irflow.tasks.core.schema import DownloadError, InputError, UnknownNameError
-from irflow.tasks.ingest.canonical import CorpusSource, SplitSource
-from irflow.tasks.ingest.readers import iter_jsonl, read_qrels, require_id, require_text
-from irflow.tasks.ingest.records import DocRecord
+from irflow.tasks.ingest.beir_extract import extract_into, extract_limits, unpacked_top
+from irflow.tasks.ingest.beir_layout import available_splits, beir_root, corpus_source, read_split, read_splits
 
 log = logging.getLogger(__name__)
 
@@ -231,87 +222,6 @@ def download(
     raise DownloadError(f"cannot download {url} after {retries} attempts: {last_error}")
 
 
-# ----------------------------------------------------------------------------- extraction
-
-
-def extract_limits() -> tuple[int, float]:
-    """``(max bytes, max ratio)`` for extraction, from ``IRFLOW_MAX_EXTRACT_BYTES`` / ``IRFLOW_MAX_EXTRACT_RATIO``."""
-    return MAX_EXTRACT_BYTES.bytes(), MAX_EXTRACT_RATIO.value()
-
-
-def _check_members(zip_path: Path, members: list[zipfile.ZipInfo]) -> None:
-    for info in members:
-        name = info.filename.replace("\\", "/")
-        parts = PurePosixPath(name).parts
-        if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
-            raise InputError(f"refusing zip member with an absolute path: {info.filename!r}", path=str(zip_path))
-        if ".." in parts:
-            raise InputError(f"refusing zip member that escapes the folder: {info.filename!r}", path=str(zip_path))
-        if stat.S_ISLNK(info.external_attr >> 16):
-            raise InputError(f"refusing zip member that is a link: {info.filename!r}", path=str(zip_path))
-        if info.flag_bits & 0x1:
-            raise InputError(
-                f"zip member {info.filename!r} is encrypted; expected an unencrypted archive", path=str(zip_path)
-            )
-
-
-def extract_into(zip_path: Path, dest: Path) -> dict[str, str]:
-    """Extract ``zip_path`` into the empty folder ``dest``; returns the sha256 of each file by relative path.
-
-    Members are checked (no absolute paths, ``..``, links or encryption) before anything is written, and the bytes
-    actually written are counted against :func:`extract_limits` as they are written (header sizes
-    are not trusted). A damaged member raises :class:`InputError` naming it.
-    """
-    max_bytes, max_ratio = extract_limits()
-    try:
-        archive = zipfile.ZipFile(zip_path)
-    except (zipfile.BadZipFile, OSError) as err:
-        raise InputError(f"not a valid zip archive ({err})", path=str(zip_path)) from None
-    size = max(zip_path.stat().st_size, 1)
-    digests: dict[str, str] = {}
-    written = 0
-    with archive:
-        members = archive.infolist()
-        _check_members(zip_path, members)
-        root = dest.resolve()
-        for info in members:
-            target = (dest / info.filename.replace("\\", "/")).resolve()
-            if root not in target.parents and target != root:
-                raise InputError(f"refusing zip member outside the folder: {info.filename!r}", path=str(zip_path))
-            if info.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            digest = hashlib.sha256()
-            try:
-                with archive.open(info) as src, open(target, "wb") as out:
-                    while chunk := src.read(CHUNK):
-                        written += len(chunk)
-                        if written > max_bytes or (written > RATIO_FLOOR_BYTES and written > max_ratio * size):
-                            raise InputError(
-                                f"refusing archive that expands past {written:,} bytes at member {info.filename!r} "
-                                f"(limits: {max_bytes:,} bytes, IRFLOW_MAX_EXTRACT_BYTES; {max_ratio:g} times the "
-                                f"{size:,}-byte archive past {RATIO_FLOOR_BYTES >> 20} MiB, IRFLOW_MAX_EXTRACT_RATIO)",
-                                path=str(zip_path),
-                            )
-                        digest.update(chunk)
-                        out.write(chunk)
-            except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError) as err:
-                raise InputError(
-                    f"damaged zip member {info.filename!r} ({err}); expected a readable archive", path=str(zip_path)
-                ) from None
-            digests[target.relative_to(root).as_posix()] = digest.hexdigest()
-    return digests
-
-
-def unpacked_top(folder: Path) -> Path:
-    """The folder an archive unpacked to: ``folder`` itself or its only subfolder (hidden and ``__`` ones aside)."""
-    entries = [p for p in folder.iterdir() if not p.name.startswith((".", "__"))]
-    if len(entries) == 1 and entries[0].is_dir():
-        return entries[0]
-    return folder
-
-
 def check_pins(item: BeirEntry, digests: dict[str, str], url: str) -> None:
     """Every pinned member is present with its pinned sha256, else :class:`DownloadError` (whatever SHA256SUMS says)."""
     for rel, expected in sorted(item.members.items()):
@@ -427,80 +337,21 @@ def _trusted_checksums() -> dict[str, str]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-# ----------------------------------------------------------------------------- folder layout
-
-
-def beir_root(path: Path) -> Path:
-    """The folder holding ``corpus.jsonl``: ``path`` itself or its single subfolder (as zips unpack)."""
-    if (path / "corpus.jsonl").is_file():
-        return path
-    subdirs = [p for p in path.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))]
-    if len(subdirs) == 1 and (subdirs[0] / "corpus.jsonl").is_file():
-        return subdirs[0]
-    raise InputError("not a BEIR folder: expected corpus.jsonl, queries.jsonl and qrels/<split>.tsv", path=str(path))
-
-
-def available_splits(root: Path) -> list[str]:
-    return sorted(p.stem for p in (root / "qrels").glob("*.tsv") if not p.name.startswith("."))
-
-
-def corpus_source(root: Path) -> CorpusSource:
-    """The documents of ``root/corpus.jsonl``, streamed."""
-    path = root / "corpus.jsonl"
-    if not path.is_file():
-        raise InputError("missing corpus file; expected corpus.jsonl", path=str(path))
-
-    def records() -> Iterator[DocRecord]:
-        with Progress(f"ingest {path.parent.name}/{path.name}", unit="docs") as progress:
-            for line, obj in iter_jsonl(path):
-                metadata = obj.get("metadata")
-                if metadata is not None and not isinstance(metadata, dict):
-                    raise InputError("field 'metadata' must be a JSON object", path=str(path), line=line)
-                yield (
-                    require_id(obj, "_id", path, line),
-                    require_text(obj, "title", path, line, required=False),
-                    require_text(obj, "text", path, line),
-                    metadata,
-                    line,
-                )
-                progress.advance(1)
-
-    return CorpusSource(str(path), records())
-
-
-def read_split(root: Path, split: str) -> SplitSource:
-    """Queries and qrels of one split of a BEIR folder."""
-    qrels_path = root / "qrels" / f"{split}.tsv"
-    if not qrels_path.is_file():
-        raise UnknownNameError(
-            f"no split {split!r} in {root}: available splits: {', '.join(available_splits(root)) or 'none'}"
-        )
-    queries_path = root / "queries.jsonl"
-    if not queries_path.is_file():
-        raise InputError("missing queries file; expected queries.jsonl", path=str(queries_path))
-    queries = []
-    for line, obj in iter_jsonl(queries_path):
-        metadata = obj.get("metadata")
-        if metadata is not None and not isinstance(metadata, dict):
-            raise InputError("field 'metadata' must be a JSON object", path=str(queries_path), line=line)
-        queries.append(
-            (
-                require_id(obj, "_id", queries_path, line),
-                require_text(obj, "text", queries_path, line),
-                metadata or None,
-                line,
-            )
-        )
-    return SplitSource(
-        split=split,
-        queries=queries,
-        qrels=read_qrels(qrels_path),
-        queries_source=str(queries_path),
-        qrels_source=str(qrels_path),
-    )
-
-
-def read_splits(root: Path, splits: list[str]) -> Iterator[SplitSource]:
-    """Each split in turn (read only when the builder asks for it)."""
-    for split in splits:
-        yield read_split(root, split)
+__all__ = [
+    "BeirEntry",
+    "available_splits",
+    "beir_root",
+    "catalog",
+    "check_pins",
+    "corpus_source",
+    "download",
+    "entry",
+    "extract_into",
+    "extract_limits",
+    "fetch_archive",
+    "file_checksums",
+    "published_sha256",
+    "read_split",
+    "read_splits",
+    "unpacked_top",
+]

@@ -6,7 +6,8 @@ Public API::
 
 Modules: ``clients`` (any OpenAI-compatible chat API, Anthropic's Messages API and Gemini's generateContent,
 all over irflow's HTTP client layer: keys from the environment, retries, rate limits, bounded answers,
-reasoning and thinking budgets, usage as the provider counts it), ``specs`` (the spec grammar
+reasoning and thinking budgets, usage as the provider counts it; what they share, and the errors, in
+``client_base``), ``specs`` (the spec grammar
 ``kind[(options)]:model``, :data:`LLM_KINDS`, credentials in a base URL refused as the spec is parsed),
 ``calls`` (any prompt asked of a client, concurrently, each answer cached by the client's identity and the
 whole prompt so no call is paid twice),

@@ -9,7 +9,8 @@ Public API::
 
 Every system is a :class:`~irflow.tasks.retrieve.base.Searcher` (``base``): irflow's own in
 ``searchers`` (BM25, dense batch and online, hybrid, rerank), dense search in ``dense``, fusion and
-reranking of run tables in ``fusion``; the systems built elsewhere in ``runfile`` (``run:``),
+reranking of run tables in ``fusion``; the systems built elsewhere in ``runfile`` (``run:``; its bytes read within
+limits in ``runfile_bytes``, JSON and Parquet runs parsed in ``runfile_formats``),
 ``python_system`` (``python:`` and entry-point kinds) and ``http_service`` (``http:``), their rankings
 checked against the dataset in ``ranking``. ``latency`` times one query at a time; ``costs`` says
 what a retrieval cost, and only what this run measured.
