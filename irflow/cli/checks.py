@@ -111,6 +111,7 @@ def check_llm(spec: str | None, option: str, role: str = "llm") -> None:
         raise ValueError(f"role {role!r}: expected one of {', '.join(ROLES)}")
     from irflow.tasks.core.names import suggestion
     from irflow.tasks.core.schema import UnknownNameError
+    from irflow.tasks.core.urls import CredentialsInUrlError
     from irflow.tasks.llm import LLM_KINDS, parse_llm
 
     kind = str(spec).strip().partition(":")[0].partition("(")[0]
@@ -134,6 +135,8 @@ def check_llm(spec: str | None, option: str, role: str = "llm") -> None:
         raise InputError(f"{option} {spec!r}: unknown {noun} {kind!r}{suggestion(kind, kinds)}; {forms}")
     try:
         parse(spec, option)
+    except CredentialsInUrlError:
+        raise  # already names the option and the variable the credentials come from, and shows none
     except (InputError, UnknownNameError) as exc:
         first = str(exc).split("\n")[0].split("; valid kinds")[0]
         first = first.removeprefix(f"{option}: ").removeprefix(f"{option} ")
