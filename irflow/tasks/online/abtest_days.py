@@ -69,7 +69,9 @@ def _read(path: Path, spilled: _Spilled) -> list[np.ndarray]:
     with open_regular(path, "a spill file of the sequential test") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size != spilled.size:
-            raise InputError(f"{size:,} bytes; expected {spilled.size:,} (changed while the test ran)", path=str(path))
+            raise InputError(
+                f"{size:,} bytes; expected the {spilled.size:,} written (changed while the test ran)", path=str(path)
+            )
         return [np.load(fh, allow_pickle=False) for _ in range(4)]
 
 
