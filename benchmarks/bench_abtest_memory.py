@@ -7,7 +7,8 @@ are recorded, and the two trees' results are compared number by number (they mus
 
 The log has the columns ``irflow abtest`` reads (user_id, arm, query, clicked, position, dwell, converted,
 day): 1 user in 2 in the treatment, ~30 % of pages clicked. It is written once per (rows, users) under
-``--cache``.
+``--cache``. With ``--sequential`` the default ``--before`` is 6aa3181, the last commit that held the
+sequential test's days in memory (users × days), and the default output ``abtest_memory_sequential.json``.
 
     python benchmarks/bench_abtest_memory.py [--logs 1000000x5000 5000000x5000 5000000x555000] \\
         [--before 9475f32] [--sequential] [--output benchmarks/results/abtest_memory.json]
@@ -34,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from irflow.tasks.core.atomic import write_json  # noqa: E402
 
 BEFORE = "9475f32"  # the last commit that read an A/B log whole
+BEFORE_SEQUENTIAL = "6aa3181"  # the last commit that held the sequential test's days in memory
 RUN = """
 import json, sys
 import irflow
@@ -105,11 +107,16 @@ def measure(tree: Path, log: Path, out: Path, sequential: bool) -> dict[str, flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--logs", nargs="+", default=["1000000x5000", "5000000x5000", "5000000x555000"])
-    parser.add_argument("--before", default=BEFORE, help="the commit to compare with (read whole)")
+    parser.add_argument(
+        "--before", help=f"the commit to compare with (default {BEFORE}, {BEFORE_SEQUENTIAL} with --sequential)"
+    )
     parser.add_argument("--sequential", action="store_true", help="also the day-by-day sequential test")
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "irflow-bench-abtest"))
-    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "abtest_memory.json"))
+    parser.add_argument("--output", help="default benchmarks/results/abtest_memory[_sequential].json")
     args = parser.parse_args()
+    args.before = args.before or (BEFORE_SEQUENTIAL if args.sequential else BEFORE)
+    name = "abtest_memory_sequential.json" if args.sequential else "abtest_memory.json"
+    args.output = args.output or str(ROOT / "benchmarks" / "results" / name)
     cache = Path(args.cache)
     results = []
     with tempfile.TemporaryDirectory() as scratch:

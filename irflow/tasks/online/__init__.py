@@ -5,7 +5,8 @@ mismatch, always-valid sequential p-values), team-draft interleaving of two syst
 simulated or logged clicks, and the statistical power of an offline evaluation set.
 
 A/B tests: ``abtest_log`` (the log read and checked, summed per unit), ``abtest`` (the metrics, the
-delta method, the sample-ratio test), ``abtest_sequential`` (mSPRT), ``abtest_report`` (the result folder;
+delta method, the sample-ratio test), ``abtest_days`` (the log day by day, spilled to a temporary
+folder), ``abtest_sequential`` (mSPRT), ``abtest_report`` (the result folder;
 not imported here: it loads the report package).
 """
 

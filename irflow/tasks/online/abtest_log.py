@@ -49,8 +49,8 @@ class AbLog:
 
     ``sums`` has one row per unit: ``unit``, ``arm`` and the sums of :data:`COUNTS` over the unit's queries,
     units in order of first appearance. ``has`` names the optional inputs present (``position``, ``dwell``,
-    ``converted``, ``day``); ``day_values`` are the log's days. The sequential test reads the log again,
-    per unit and day (:meth:`daily`).
+    ``converted``, ``day``); ``day_values`` are the log's days. The sequential test reads the log again
+    (:meth:`chunks`).
     """
 
     path: str
@@ -76,35 +76,17 @@ class AbLog:
             )
         return sorted(self.day_values)
 
-    def daily(self) -> Daily:
-        """The log read again, a chunk at a time, for the sequential test (see :class:`Daily`)."""
+    def chunks(self) -> Iterator[pd.DataFrame]:
+        """The log read again, checked, a chunk at a time (the sequential test's pass): per query shown, in the
+        log's order, ``unit`` (its row in :attr:`sums`), ``day`` and the value each sum of :data:`COUNTS` adds."""
         self.days()
         units = pd.Index(self.sums["unit"])
-        floats: list[pd.DataFrame] = []
-        total: pd.DataFrame | None = None
         if self.table is not None:
             chunks = _checked([str(c) for c in self.table.columns], [self.table], self.unit, Path(self.path))
         else:
             chunks = _checked_chunks(Path(self.path), self.unit, self.chunk_rows)
         for rows, _ in chunks:
-            values = _values(rows).drop(columns=["arm", *FLOATS]).assign(unit=units.get_indexer(rows["unit"]))
-            part = values.groupby(["unit", "day"], sort=False).sum()
-            total = part if total is None else pd.concat([total, part]).groupby(level=[0, 1], sort=False).sum()
-            clicked = rows["rr"].to_numpy() != 0  # adding 0.0 changes no total
-            floats.append(values.loc[clicked, ["unit", "day"]].assign(rr=rows["rr"].to_numpy()[clicked]))
-        assert total is not None
-        return Daily(total.reset_index(), pd.concat(floats, ignore_index=True))
-
-
-@dataclass(frozen=True)
-class Daily:
-    """What the sequential test adds up day by day: ``counts`` per unit (its row in :attr:`AbLog.sums`) and day,
-    the integer sums of :data:`COUNTS`; ``floats`` the log's rows with a reciprocal rank (``unit``, ``day``,
-    ``rr``) in the log's order, so each unit's total is added up row by row as from one read of the log.
-    Memory grows with units times days, and 12 bytes with each click."""
-
-    counts: pd.DataFrame
-    floats: pd.DataFrame
+            yield _values(rows).drop(columns=["arm"]).assign(unit=units.get_indexer(rows["unit"]))
 
 
 _SLICE_ROWS = 1 << 20

@@ -17,12 +17,14 @@ What the log needs: a ``day`` column (a date or a day number) or a ``timestamp``
 
 from __future__ import annotations
 
+from contextlib import closing
 from typing import Any
 
 import numpy as np
 
 from irflow.tasks.core.schema import InputError
 from irflow.tasks.online.abtest import METRICS, difference_test, ratio_delta
+from irflow.tasks.online.abtest_days import log_days
 from irflow.tasks.online.abtest_log import FLOATS, AbLog
 
 DEFAULT_TAU = 0.01
@@ -45,33 +47,31 @@ def sequential(
 ) -> dict[str, Any]:
     """Per day (cumulative): each metric's difference, its fixed-horizon p-value and the always-valid p-value.
 
-    Each unit's sums are carried from day to day (one pass over the log's sums per unit and day, then per day
-    one pass over the units seen so far); a day before both arms have two units gives no look.
+    Each unit's sums are carried from day to day (one pass over the log spilled day by day, then per day one
+    pass over the units: see :mod:`~irflow.tasks.online.abtest_days`); a day before both arms have two units
+    gives no look.
     """
     from irflow.tasks.core.progress import Progress
 
     days = log.days()
-    daily = log.daily()
     arm_of = log.sums["arm"].to_numpy()
     columns = ["queries", *dict.fromkeys(METRICS[m].numerator for m in metrics)]
     totals = {c: np.zeros(len(arm_of)) for c in columns}
     looks: dict[str, dict[str, list[float]]] = {m: {"difference": [], "variance": [], "p_value": []} for m in metrics}
     used_days = []
-    tables = {c: daily.floats if c in FLOATS else daily.counts for c in columns}
-    by_day = {id(t): t.groupby("day", sort=True).indices for t in (daily.counts, daily.floats)}
-    with Progress("sequential test", len(days), unit="days") as progress:
-        for day in days:
+    with Progress("sequential test", len(days), unit="days") as progress, closing(log_days(log)) as each_day:
+        for today in each_day:
             for column in columns:
-                table = tables[column]
-                picked = by_day[id(table)].get(day, np.empty(0, np.int64))  # in the log's order
-                codes = table["unit"].to_numpy()[picked]
-                np.add.at(totals[column], codes, table[column].to_numpy(np.float64)[picked])
+                if column in FLOATS:  # added click by click in the log's order, as from one read
+                    np.add.at(totals[column], today.clickers, today.rr if column == "rr" else today.rr**2)
+                else:
+                    totals[column] += today.counts[column].astype(np.float64)  # exact: integers
             progress.advance(1)
             seen = totals["queries"] > 0
             masks = [seen & (arm_of == arm) for arm in (control, treatment)]
             if min(int(m.sum()) for m in masks) < 2:  # no variance yet
                 continue
-            used_days.append(day)
+            used_days.append(today.day)
             for metric in metrics:
                 numerator = totals[METRICS[metric].numerator]
                 c, t = (ratio_delta(numerator[m], totals["queries"][m]) for m in masks)
