@@ -58,6 +58,9 @@ def cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "interleave": (["interleave", "--dataset", "techdocs", "--system", "bm25", "--system", "bm52"], "bm25"),
         "power": (["power", str(tmp / "no-result")], "no such folder"),
         "rag (missing --answers)": (["rag", "--answers", missing, "--no-track"], "no such file"),
+        "rag (--generator kind)": (["rag", "--generator", "opnai:gpt-4o-mini", "--no-track"], "did you mean"),
+        "rag (--human a dataset)": (["rag", "--human", "techdocs", "--no-track"], "--human"),
+        "run (--human unknown)": (["run", "--human", "techdoc", "--no-track"], "did you mean"),
     }
 
 
