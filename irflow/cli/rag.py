@@ -78,7 +78,7 @@ def cmd_rag(args: argparse.Namespace) -> int:
         import json
 
         print(json.dumps(document, indent=2, default=str))
-        return 0
+        return _judged(document)
     print()
     print(summary_table(document))
     for config, problems in (document.get("answers_file_problems") or {}).items():
@@ -95,6 +95,17 @@ def cmd_rag(args: argparse.Namespace) -> int:
     written = [f for f in (*files, "failures.csv") if (Path(document["output"]) / f).exists()]
     print(f"\nresults: {document['output']}/\n  {', '.join(written)}")
     print(run_summary(document))
+    return _judged(document)
+
+
+def _judged(document: dict[str, Any]) -> int:
+    """0, or JudgeFailedError (exit 2) when every judge call failed: a run that judged nothing must not look like
+    one that did (its other metrics and failures.csv are written all the same)."""
+    from irflow.tasks.rag.outputs import JudgeFailedError, judge_failure
+
+    failure = judge_failure(document)
+    if failure is not None:
+        raise JudgeFailedError(failure)
     return 0
 
 

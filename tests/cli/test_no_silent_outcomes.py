@@ -1,6 +1,6 @@
-"""No silent outcomes: a command whose every LLM call failed exits non-zero and says so (rag, annotate,
-synthesize against a chat server that answers HTTP 400 to everything); ids of a ``--human`` file that the
-run lacks are named (a warning, or an error when none is known); a path that is no regular file is named
+"""No silent outcomes: a command whose every LLM call failed exits non-zero and says so (rag's generator and
+judge, annotate, synthesize against a chat server that answers HTTP 400 to everything); ids of a ``--human``
+file that the run lacks are named (a warning, or an error when none is known); a path that is no regular file is named
 for what it is (``a character device``, ``a directory``), not "no such file"."""
 
 from __future__ import annotations
@@ -67,6 +67,50 @@ def test_rag_whose_every_generation_fails_exits_non_zero_and_says_so(refusing: s
     assert "every generation failed (80 of 80 questions of bm25)" in done.stderr, done.stderr[-3000:]
     assert "HTTP 400" in done.stderr and "Nothing was scored" in done.stderr and "Traceback" not in done.stderr
     assert not (out / "metrics.json").exists() and not (out / "failures.csv").exists()
+
+
+@pytest.mark.e2e
+def test_rag_whose_every_judge_call_fails_writes_its_results_and_exits_non_zero(refusing: str, tmp_path: Path) -> None:
+    """Found by the safety battery: a judge whose every call failed (here HTTP 400; there a body that never
+    ended) left a result folder of empty judged metrics and exit 0."""
+    answers, out = tmp_path / "a.jsonl", tmp_path / "rag"
+    answers.write_text(json.dumps({"query_id": "td-q-001", "answer": "x", "contexts": [{"doc_id": "td-doc-0001"}]}))
+    judge = f"openai(max_retries=0):nope@{refusing}"
+    metrics = ["--metric", "faithfulness", "--metric", "id_based_context_recall"]
+    done = irflow(
+        "rag",
+        "--answers",
+        str(answers),
+        "--judge",
+        judge,
+        *metrics,
+        "--output",
+        str(out),
+        "--no-track",
+        env=dict(os.environ),
+    )
+    assert done.returncode == 2, done.stdout[-2000:]
+    message = " ".join(done.stderr.split())
+    assert f"--judge {judge}: every judge call failed (1 of 1); first error: judge call failed" in message, message
+    assert "HTTP 400" in message and f"failures.csv are in {out}" in message and "Traceback" not in done.stderr
+    document = json.loads((out / "metrics.json").read_text())
+    assert document["systems"]["a"]["id_based_context_recall"] is not None  # the rest is kept
+    assert (out / "failures.csv").is_file()
+
+
+def test_a_judge_failure_is_only_every_call_failing() -> None:
+    from irflow.tasks.rag.outputs import judge_failure
+
+    def document(calls: int, failed: int, cached: int = 0) -> dict[str, object]:
+        usage = {"calls": calls, "failed": failed, "cached": cached}
+        return {"usage": {"judging": usage}, "options": {"judge": "openai:m"}, "output": "out"}
+
+    assert judge_failure({"usage": {}}) is None  # no judge
+    assert judge_failure(document(3, 2)) is None and judge_failure(document(3, 3, cached=1)) is None
+    assert judge_failure(document(3, 3)) == (
+        "--judge openai:m: every judge call failed (3 of 3); first error: no answer. Nothing was LLM-judged: the "
+        "other metrics and failures.csv are in out"
+    )
 
 
 @pytest.mark.e2e

@@ -24,7 +24,7 @@ from irflow.tasks.core.atomic import atomic_open, atomic_path, write_json
 from irflow.tasks.core.config import irflow_version
 from irflow.tasks.core.output_folder import publish
 from irflow.tasks.core.redact import redact
-from irflow.tasks.core.schema import Dataset
+from irflow.tasks.core.schema import Dataset, IrflowError
 from irflow.tasks.rag.score import Configuration, Scores
 from irflow.tasks.report.calibration import calibration_text
 from irflow.tasks.report.format import md_table, num, signed
@@ -45,6 +45,33 @@ def failure_block(scores: Scores) -> dict[str, Any]:
         named = rows.head(MAX_FAILURES_NAMED)[["query_id", "error"]].to_dict("records")
         out.setdefault(str(system), {})[str(metric)] = {"count": len(rows), "first": named}
     return out
+
+
+class JudgeFailedError(IrflowError):
+    """Every judge call of a run failed: nothing was LLM-judged."""
+
+
+def judge_failure(document: Mapping[str, Any]) -> str | None:
+    """Why nothing was LLM-judged, when every judge call of a run failed (none answered, none from the cache):
+    the judge, the count and the first error, for the command to exit non-zero with; None otherwise. The id-based
+    metrics and ``failures.csv`` are written all the same: the message says where."""
+    usage = (document.get("usage") or {}).get("judging") or {}
+    calls, failed = usage.get("calls", 0), usage.get("failed", 0)
+    if not calls or failed < calls or usage.get("cached", 0):
+        return None
+    errors = (
+        named["error"]
+        for block in (document.get("failures") or {}).values()
+        for metric in block.values()
+        for named in metric.get("first", ())
+        if str(named.get("error", "")).startswith("judge call failed")
+    )
+    first = next(errors, "no answer")
+    judge = (document.get("options") or {}).get("judge")
+    return redact(
+        f"--judge {judge}: every judge call failed ({failed} of {calls}); first error: {first}. Nothing was "
+        f"LLM-judged: the other metrics and failures.csv are in {document.get('output', 'the result folder')}"
+    )
 
 
 def write_rag_outputs(
