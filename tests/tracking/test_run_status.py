@@ -101,7 +101,7 @@ def test_runs_left_running_by_a_killed_process_end_killed_when_the_store_is_next
         from irflow.tasks.tracking import store
 
         store._SETTLED.discard(uri)  # as a new process: it has not looked at this store yet
-        Tracker("another", uri)  # the next irflow touching the store
+        assert Tracker("another", uri).experiment_id  # the next irflow touching the store
         assert _statuses(tmp_path / "mlflow.db") == {
             "parent-killed": "KILLED",
             "child-killed": "KILLED",

@@ -126,17 +126,18 @@ class Tracker:
     def __init__(self, experiment: str = DEFAULT_EXPERIMENT, uri: str | None = None) -> None:
         self.uri = uri or tracking_uri()
         self.experiment = experiment
-        self.client = _client(self.uri)
+        self.client = _client(self.uri)  # makes no request: a tracker of a server not yet reached costs nothing
         self._experiment_id: str | None = None
-        if self.uri not in _SETTLED:
-            _SETTLED.add(self.uri)
-            end_orphaned_runs(self)
 
     @property
     def experiment_id(self) -> str:
         """The experiment's id; created on first use, and marked as a model-development experiment
-        (:data:`EXPERIMENT_KIND`) unless it already says what it is."""
+        (:data:`EXPERIMENT_KIND`) unless it already says what it is. The first use in this process also ends
+        the runs a dead process left RUNNING in the store (:func:`end_orphaned_runs`)."""
         if self._experiment_id is None:
+            if self.uri not in _SETTLED:
+                _SETTLED.add(self.uri)
+                end_orphaned_runs(self)
             found = self.client.get_experiment_by_name(self.experiment)
             if found is not None:
                 self._experiment_id = str(found.experiment_id)
