@@ -7,7 +7,8 @@ Runs ``pytest`` (the project's ``addopts``: a worker per core) with ``benchmarks
 under ``/usr/bin/time``-like accounting of the whole run (wall, and user+sys of every process), and writes
 ``benchmarks/results/test_profile.json`` (atomically): ``wall_s``, ``cpu_s``, ``tests``, ``top`` (the 20
 tests with the most CPU seconds, with their wall seconds), ``by_file`` (CPU seconds per test file) and
-``by_file_wall`` (a worker's seconds per test file: ``tests/conftest.py`` runs the longest files first).
+``by_file_wall`` (a worker's seconds per test file: ``tests/conftest.py`` runs the longest files first) and
+``waiting`` (the 20 tests whose wall seconds exceed their CPU seconds the most: a worker idles through them).
 Goals (issue 38): ``pytest`` <= 600 s wall and <= 1,200 s CPU on a quiet 2-core machine.
 """
 
@@ -63,6 +64,7 @@ def main(args: list[str]) -> int:
         "tests": len(rows),
         "goal": {"wall_s": 600, "cpu_s": 1200},
         "top": sorted(rows, key=lambda r: -r["cpu_s"])[:TOP],
+        "waiting": sorted(rows, key=lambda r: r["cpu_s"] - r["wall_s"])[:TOP],
         "by_file": _descending(by_file),
         "by_file_wall": _descending(by_file_wall),
     }
