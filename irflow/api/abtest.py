@@ -271,6 +271,7 @@ def abtest(
     sequential: bool = False,
     tau: float = abtest_sequential.DEFAULT_TAU,
     track: bool = False,
+    experiment: str = ABTEST_EXPERIMENT,
 ) -> ABTest:
     """Analyse an A/B test's log at its randomisation unit ``unit`` (``irflow abtest LOG``).
 
@@ -278,7 +279,7 @@ def abtest(
     ``query``, ``clicked``; optional ``position``, ``dwell``, ``converted``, ``day`` or ``timestamp``).
     ``control``: the control arm (default: an arm named control, else the log's first). ``sequential``:
     also always-valid p-values (mSPRT, spread ``tau``) over the log read day by day. ``track``: log the
-    result to MLflow (experiment ``irflow-abtest``) as ``irflow abtest`` does.
+    result to MLflow (experiment ``experiment``, default ``irflow-abtest``) as ``irflow abtest`` does.
     """
     if not isinstance(unit, str) or not unit.strip():
         raise InputError(f"unit={unit!r}: expected the name of the log's randomisation column, e.g. 'user_id'")
@@ -305,14 +306,15 @@ def abtest(
     if track:
         from irflow.tasks.tracking.log import check_tracking
 
-        check_tracking(experiment=ABTEST_EXPERIMENT)
+        check_tracking(experiment=experiment)
     analysis, seq = run_abtest(read, config)
     result = ABTest.from_document({"abtest": analysis, **({"sequential": seq} if seq else {})})
     if track:
         with tempfile.TemporaryDirectory(prefix="irflow-abtest-") as folder:
             result.save(Path(folder) / "result")
             document = read_metrics_json(Path(folder) / "result", "irflow abtest")
-            track_abtest(AbTestConfig(**{**vars(config), "output": str(Path(folder) / "result")}), document, tags={})
+            config = AbTestConfig(**{**vars(config), "output": str(Path(folder) / "result")})
+            track_abtest(config, document, tags={}, experiment=experiment)
     return result
 
 

@@ -95,6 +95,19 @@ def test_abtest_of_a_dataframe_equals_that_of_its_file_and_round_trips(tmp_path:
     assert "<table" in from_frame._repr_html_()
 
 
+def test_a_tracked_abtest_is_one_mlflow_run_in_the_experiment_asked_for() -> None:
+    import mlflow
+
+    result = abtest(simulate_log(1, users=200, effect=0.05, arms=("old", "new")), control="old", track=True,
+                    experiment="ab-library")  # fmt: skip
+    mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])  # this test's own store
+    (run,) = mlflow.search_runs(experiment_names=["ab-library"], output_format="list")
+    assert run.data.tags["irflow.kind"] == "abtest" and run.info.status == "FINISHED"
+    assert mlflow.get_experiment_by_name("irflow-abtest") is None  # not the default experiment
+    assert {"metrics.json", "report.md"} <= {f.path for f in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
+    assert result.verdict
+
+
 def test_a_sample_ratio_mismatch_makes_the_verdict_untrustworthy() -> None:
     result = abtest(simulate_log(5, users=2000, treatment_share=0.35))
     assert result.srm.mismatch and not result.trustworthy and result.sequential is None
