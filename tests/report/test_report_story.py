@@ -1,7 +1,8 @@
 """One story in every output: the correction's family is stated, ties are ties, cached stages carry no
 timing, cost figures say what they measured, plots draw only what was measured, the terminal is quiet.
 
-Pure functions on small synthetic results (no retrieval, no server); the real CLI is in test_quiet_cli.py.
+Pure functions on small synthetic results (no retrieval, no server); the real CLI's output is checked in
+test_install.py (the demo as typed, support.quiet) and test_quiet_cli.py.
 """
 
 from __future__ import annotations
