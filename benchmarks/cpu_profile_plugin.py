@@ -1,6 +1,7 @@
 """A pytest plugin for ``benchmarks/profile_tests.py``: the CPU seconds of every test (setup, call and teardown),
 its own process's and its children's (servers, subprocesses, Chromium), written as JSON lines to the file
-``IRFLOW_TEST_PROFILE`` names (one line per test; xdist workers append to the same file)."""
+``IRFLOW_TEST_PROFILE`` names (one line per test; xdist workers append to the same file), with the worker that
+ran it and when it ended (epoch seconds): the profile reads from them when each worker went idle."""
 
 from __future__ import annotations
 
@@ -27,6 +28,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
     path = os.environ.get("IRFLOW_TEST_PROFILE")
     if not path:
         return
-    row = {"test": item.nodeid, "cpu_s": round(_cpu() - cpu, 3), "wall_s": round(time.perf_counter() - wall, 3)}
+    row = {
+        "test": item.nodeid,
+        "cpu_s": round(_cpu() - cpu, 3),
+        "wall_s": round(time.perf_counter() - wall, 3),
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        "end": round(time.time(), 3),
+    }
     with open(path, "a", encoding="utf-8") as fh:  # one short line per write: appends from workers stay whole
         fh.write(json.dumps(row) + "\n")

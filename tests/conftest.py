@@ -180,6 +180,16 @@ def prefect_server() -> Iterator[str]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def mlflow_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real ``mlflow server`` per test session (per xdist worker), started by the first test that asks (~8 s
+    of CPU each): the tests that use it each log to an experiment of their own name."""
+    from support.stores import mlflow_server
+
+    with mlflow_server(tmp_path_factory.mktemp("mlflow-server")) as url:
+        yield url
+
+
 @pytest.fixture
 def temporary_prefect_server(monkeypatch: pytest.MonkeyPatch) -> None:
     """No configured Prefect API: every ``irflow`` the test starts starts (and stops) its own temporary server."""

@@ -3,7 +3,7 @@ default systems, the latency stage on; fresh cache and MLflow store, so the mode
 FAISS loads and MLflow creates its tables) prints irflow's lines in one format, no Prefect run state and no
 other library's INFO, and a table within 120 columns (``support.quiet.assert_quiet_demo``, checked on the one demo run
 of the suite: the installed wheel's, in tests/cli/test_install.py); a warm run prints at most 20 lines, and
-``-v`` brings Prefect's run states back; with Dask there is one Prefect server, irflow's."""
+``-v`` brings Prefect's run states back (with Dask, too, from one Prefect server: tests/tracking/test_tracking.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from support.cli import irflow as irflow_here
-from support.cli import irflow_process as irflow  # a new process, as typed: import-time lines count too
+from support.cli import irflow as irflow_here  # in this process: a warm command as the suite runs it
 
 pytestmark = pytest.mark.e2e
 
@@ -47,17 +46,3 @@ def test_a_warm_run_prints_at_most_20_lines_and_prefect_states_only_with_v(tmp_p
     assert loud.returncode == 0, loud.stderr[-3000:]
     assert "INFO prefect.task_runs: [retrieve bm25] Finished in state Completed()" in loud.stderr
     assert "INFO prefect.flow_runs: Beginning flow run" in loud.stderr
-
-
-def test_dask_runner_reports_to_the_one_prefect_server(tmp_path: Path) -> None:
-    done = irflow(
-        *("-v", "run", "--task-runner", "dask", "--system", "bm25", "--metric", "nDCG@10", "--latency-runs", "0"),
-        *("--no-track", "--output", str(tmp_path / "out")),
-        env=env_for(tmp_path),
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "Starting temporary server" not in done.stderr
-    apis = set(re.findall(r"(http://127\.0\.0\.1:\d+)/api/", done.stderr))
-    assert len(apis) == 1, apis  # the flow and the Dask workers' task runs all report to irflow's server
-    assert "INFO prefect.task_runs: [retrieve bm25] Finished in state Completed()" in done.stderr  # from a worker
-    assert not re.search(r"^\d\d:\d\d:\d\d\.\d{3} \| ", done.stderr, re.M)  # no line in Prefect's own format

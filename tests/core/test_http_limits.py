@@ -145,7 +145,7 @@ def test_sigterm_stops_a_reader_of_an_endless_body(client: str) -> None:
         [sys.executable, "-c", CHILD, code, str(2 * GIB)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )
     assert child.stdout is not None and child.stdout.readline() == b"reading\n"
-    time.sleep(3)  # the body is trickling in
+    time.sleep(1)  # the body is trickling in (20 pieces by now)
     assert child.poll() is None
     out, err = stop_child(child, signal.SIGTERM)
     assert child.returncode == 143, err.decode()[-3000:]
@@ -154,8 +154,9 @@ def test_sigterm_stops_a_reader_of_an_endless_body(client: str) -> None:
 
 @pytest.mark.e2e
 def test_sigterm_stops_irflow_run_while_a_service_body_trickles_in(tmp_path: Path) -> None:
-    """The command as typed (its own Prefect server, no tracking), under 8 GB of address space: the service's
-    answer never ends and the time limit is 10 minutes, so only the stop can end it before the safety net."""
+    """The command as typed (reporting to the session's Prefect server, no tracking), under 8 GB of address space:
+    the service's answer never ends and the time limit is 10 minutes, so only the stop can end it before the
+    safety net. (A stop with the command's own temporary server: tests/flows/test_prefect_api.py.)"""
     import resource
     import threading
 
@@ -169,7 +170,6 @@ def test_sigterm_stops_irflow_run_while_a_service_body_trickles_in(tmp_path: Pat
         PREFECT_HOME=str(tmp_path / "prefect"),
         MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}",
     )
-    env.pop("PREFECT_API_URL", None)
     system = f"http(load=none,concurrency=2):{namespace['url']}"
     command = [sys.executable, "-m", "irflow.cli", "run", "--dataset", "techdocs", "--system", system, "--no-track"]
     run = subprocess.Popen(
@@ -182,7 +182,7 @@ def test_sigterm_stops_irflow_run_while_a_service_body_trickles_in(tmp_path: Pat
     )
     try:
         assert requested.wait(300), "irflow never asked the service"
-        time.sleep(2)  # the body is trickling in
+        time.sleep(1)  # the body is trickling in (20 pieces by now)
         assert run.poll() is None
         _, err = stop_child(run, signal.SIGTERM)
     finally:

@@ -21,7 +21,6 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from support.stores import mlflow_server
 
 from irflow.tasks.core.schema import Dataset
 from irflow.tasks.metrics import evaluate, mean
@@ -278,12 +277,6 @@ def _get(url: str) -> Any:
         return json.loads(response.read())
 
 
-@pytest.fixture
-def mlflow_url(tmp_path: Path) -> Iterator[str]:
-    with mlflow_server(tmp_path) as url:
-        yield url
-
-
 def _post(url: str, body: dict[str, Any]) -> Any:
     request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as response:
@@ -291,16 +284,17 @@ def _post(url: str, body: dict[str, Any]) -> Any:
 
 
 def test_the_mlflow_run_list_shows_the_headline_and_report_html(
-    mlflow_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    mlflow_server_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An evaluation flow tracked to a fresh ``mlflow server``: its run list, as the UI reads it (REST) and
-    renders it (Chromium, opened from the link irflow prints), shows each run's dataset and nDCG@10 with no
-    column configured; its report.html is an artifact the UI's viewer shows."""
+    """An evaluation flow tracked to a real ``mlflow server`` (the session's; the default experiment is this
+    test's alone): its run list, as the UI reads it (REST) and renders it (Chromium, opened from the link irflow
+    prints), shows each run's dataset and nDCG@10 with no column configured; its report.html is an artifact the
+    UI's viewer shows."""
     sync_api = require_browser()
     from irflow.flows.evaluate import evaluate_flow
     from irflow.tasks.tracking.view import VIEW_NAME, VIEW_TAG, read_view
 
-    folder, out = shots(tmp_path), tmp_path / "out"
+    mlflow_url, folder, out = mlflow_server_url, shots(tmp_path), tmp_path / "out"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_url)
     document = evaluate_flow(systems=SYSTEMS, metrics=MEASURES, latency_runs=0, output=str(out)).to_dict()
     tracked, name = document["mlflow"], document["run"]["name"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from support.cli import irflow
+from support.cli import irflow, irflow_process
 from support.stores import read_only_database
 
 from irflow.tasks.compare import regression
@@ -338,15 +339,16 @@ def _write_dataset(folder: Path, documents: int, queries: int = 12) -> Path:
 
 
 @pytest.mark.e2e
-def test_dask_runner_gives_the_same_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A corpus of two embedding chunks on a Dask LocalCluster (nothing cached: the workers encode, one shard
-    each) gives the numbers and per-query table the library computes in this process."""
+def test_dask_runner_gives_the_same_results_and_reports_to_the_one_prefect_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``irflow -v run --task-runner dask`` as typed (a new process) on a corpus of two embedding chunks,
+    nothing cached (the cluster's workers encode, one shard each): the numbers and per-query table the library
+    computes in this process; the flow and the workers' task runs all report to the one Prefect server (no
+    temporary server per worker), and even their Prefect lines come in irflow's log format."""
     import irflow
-    from irflow.flows.evaluate import evaluate_flow
-    from irflow.flows.stages import task_runner_scope
     from irflow.tasks.embed.cache import CHUNK_SIZE
     from irflow.tasks.ingest import import_dataset
-    from irflow.tasks.tracking.log import TrackingOptions
 
     big = _write_dataset(tmp_path / "big", CHUNK_SIZE + 200)  # two chunks: two shards on two workers
     systems = ["bm25", "dense(max_seq_length=8):minilm", "hybrid:bm25+dense(max_seq_length=8):minilm"]
@@ -357,25 +359,29 @@ def test_dask_runner_gives_the_same_results(tmp_path: Path, monkeypatch: pytest.
 
     monkeypatch.setenv("IRFLOW_CACHE_DIR", str(tmp_path / "dask-cache"))  # nothing cached: workers do it all
     import_dataset(big, "jsonl", "synthetic-big")
-    with task_runner_scope("dask") as runner:
-        state = evaluate_flow.with_options(task_runner=runner)(
-            dataset="synthetic-big",
-            systems=systems,
-            metrics=METRICS,
-            latency_runs=0,
-            output=str(tmp_path / "big-dask"),
-            tracking=TrackingOptions(enabled=False),
-            return_state=True,
-        )
-    assert state.result().to_dict()["systems"] == expected.to_dict()["systems"]
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
+    done = irflow_process(
+        *("-v", "run", "--task-runner", "dask", "--dataset", "synthetic-big", "--latency-runs", "0", "--no-track"),
+        *(a for system in systems for a in ("--system", system)),
+        *(a for metric in METRICS for a in ("--metric", metric)),
+        *("--output", str(tmp_path / "big-dask")),
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    document = json.loads((tmp_path / "big-dask" / "metrics.json").read_text())
+    assert document["systems"] == expected.to_dict()["systems"]
     pd.testing.assert_frame_equal(
         pd.read_parquet(tmp_path / "big-dask" / "per_query.parquet"),
         pd.read_parquet(tmp_path / "big-default" / "per_query.parquet"),
     )
-    shard_runs = [
-        s for name, s in _task_states(state.state_details.flow_run_id) if name.startswith("embed ") and "chunks" in name
-    ]
-    assert shard_runs == ["Completed", "Completed"]
+    shards = re.findall(r"\[embed \S+ chunks \[(\d+)\]\] Finished in state Completed\(\)", done.stderr)
+    assert sorted(shards) == ["0", "1"], done.stderr[-3000:]  # one task run per chunk, on the cluster's workers
+
+    assert "Starting temporary server" not in done.stderr
+    apis = set(re.findall(r"(http://127\.0\.0\.1:\d+)/api/", done.stderr))
+    assert apis == {os.environ["PREFECT_API_URL"].removesuffix("/api")}, apis  # the session's, nobody's own
+    assert "INFO prefect.task_runs: [retrieve bm25] Finished in state Completed()" in done.stderr  # from a worker
+    assert not re.search(r"^\d\d:\d\d:\d\d\.\d{3} \| ", done.stderr, re.M)  # no line in Prefect's own format
 
 
 @pytest.mark.e2e

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import irflow
-from support.stores import mlflow_server, read_only_database
+from support.stores import read_only_database
 
 from irflow.tasks.tracking.check import CHECK_TAG
 from irflow.tasks.tracking.log import Tracker, TrackingError, check_tracking
@@ -246,19 +246,18 @@ class _AuthProxy(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def mlflow_behind_credentials(tmp_path: Path) -> Iterator[str]:
-    """A real ``mlflow server`` (SQLite, proxied artifacts, one worker) reachable only through a credentials
-    proxy; yields the proxy's address. The server runs in its own session, stopped by its pid."""
-    with mlflow_server(tmp_path) as url:
-        proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AuthProxy)
-        proxy.daemon_threads = True
-        _AuthProxy.upstream, _AuthProxy.seen = int(url.rsplit(":", 1)[1]), []
-        threading.Thread(target=proxy.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
-        try:
-            yield f"127.0.0.1:{proxy.server_address[1]}"
-        finally:
-            proxy.shutdown()
-            proxy.server_close()
+def mlflow_behind_credentials(mlflow_server_url: str) -> Iterator[str]:
+    """The session's real ``mlflow server`` (SQLite, proxied artifacts, one worker) reachable only through a
+    credentials proxy of this test's; yields the proxy's address."""
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AuthProxy)
+    proxy.daemon_threads = True
+    _AuthProxy.upstream, _AuthProxy.seen = int(mlflow_server_url.rsplit(":", 1)[1]), []
+    threading.Thread(target=proxy.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{proxy.server_address[1]}"
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
 
 
 @pytest.mark.e2e

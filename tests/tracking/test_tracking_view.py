@@ -71,25 +71,25 @@ def test_the_view_link_needs_a_server_and_carries_no_credentials(tmp_path: Path)
 
 
 @pytest.mark.e2e
-def test_irflow_experiments_carry_the_model_training_kind_as_the_ui_reads_it(tmp_path: Path) -> None:
+def test_irflow_experiments_carry_the_model_training_kind_as_the_ui_reads_it(mlflow_server_url: str) -> None:
     """The experiment kind tag (what MLflow's UI reads when its workflow switch is off; the links irflow
     prints carry the workflow, see test_report_html), read through the REST API the UI calls: set on a new
     experiment and on an existing one without it; a kind someone chose is kept."""
     import mlflow
-    from support.stores import mlflow_server
+
+    url = mlflow_server_url  # the session's server: this test's experiments are named for it
 
     def tags(url: str, experiment_id: str) -> dict[str, str]:
         with urllib.request.urlopen(f"{url}/ajax-api/2.0/mlflow/experiments/get?experiment_id={experiment_id}") as r:
             return {t["key"]: t["value"] for t in json.loads(r.read())["experiment"].get("tags", [])}
 
-    with mlflow_server(tmp_path) as url:
-        new = Tracker("irflow", uri=url).experiment_id
-        assert tags(url, new)[EXPERIMENT_KIND_TAG] == "custom_model_development"
-        client = mlflow.MlflowClient(url)
-        old = client.create_experiment("made-elsewhere")
-        chosen = client.create_experiment("genai", tags={EXPERIMENT_KIND_TAG: "genai_development"})
-        assert EXPERIMENT_KIND_TAG not in tags(url, old)
-        assert Tracker("made-elsewhere", uri=url).experiment_id == old
-        assert tags(url, old)[EXPERIMENT_KIND_TAG] == "custom_model_development"
-        assert Tracker("genai", uri=url).experiment_id == chosen
-        assert tags(url, chosen)[EXPERIMENT_KIND_TAG] == "genai_development"
+    new = Tracker("kind-new", uri=url).experiment_id
+    assert tags(url, new)[EXPERIMENT_KIND_TAG] == "custom_model_development"
+    client = mlflow.MlflowClient(url)
+    old = client.create_experiment("kind-made-elsewhere")
+    chosen = client.create_experiment("kind-genai", tags={EXPERIMENT_KIND_TAG: "genai_development"})
+    assert EXPERIMENT_KIND_TAG not in tags(url, old)
+    assert Tracker("kind-made-elsewhere", uri=url).experiment_id == old
+    assert tags(url, old)[EXPERIMENT_KIND_TAG] == "custom_model_development"
+    assert Tracker("kind-genai", uri=url).experiment_id == chosen
+    assert tags(url, chosen)[EXPERIMENT_KIND_TAG] == "genai_development"

@@ -178,7 +178,8 @@ def _quantize_openvino(model_dir: str, plain: Path, out: Path, *, cross_encoder:
     core = openvino.Core()
     network = core.read_model(str(plain))
     wanted = {i.get_any_name() for i in network.inputs}
-    items: list[Any] = calibration_pairs() if cross_encoder else calibration_texts()
+    count = CALIBRATION_TEXTS  # read now, not when the helpers were defined
+    items: list[Any] = calibration_pairs(count) if cross_encoder else calibration_texts(count)
     batches = []
     for start in range(0, len(items), 8):
         chunk = items[start : start + 8]
