@@ -5,6 +5,7 @@ ran it and when it ended (epoch seconds): the profile reads from them when each 
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import resource
@@ -37,3 +38,25 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
     }
     with open(path, "a", encoding="utf-8") as fh:  # one short line per write: appends from workers stay whole
         fh.write(json.dumps(row) + "\n")
+
+
+def _event(name: str) -> None:
+    """When this worker reached ``name`` (its session's end, its interpreter's exit), for the profile's tail."""
+    path = os.environ.get("IRFLOW_TEST_PROFILE")
+    if path:
+        row = {"event": name, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "end": round(time.time(), 3)}
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+
+atexit.register(_event, "exit")  # registered first, so it runs after every other exit handler
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish() -> None:
+    _event("sessionfinish")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure() -> None:
+    _event("unconfigure")

@@ -28,6 +28,7 @@ import time
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "benchmarks" / "results" / "test_profile.json"
@@ -57,7 +58,9 @@ def main(args: list[str]) -> int:
         )
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        rows = [json.loads(line) for line in rows_file.read_text().splitlines()] if rows_file.exists() else []
+        lines = [json.loads(line) for line in rows_file.read_text().splitlines()] if rows_file.exists() else []
+        rows = [line for line in lines if "test" in line]
+        events = [line for line in lines if "event" in line]
         if keep is not None and rows_file.exists():
             keep.write_bytes(rows_file.read_bytes())
     by_file: dict[str, float] = defaultdict(float)
@@ -77,7 +80,7 @@ def main(args: list[str]) -> int:
         "waiting": sorted(rows, key=lambda r: r["cpu_s"] - r["wall_s"])[:TOP],
         "by_file": _descending(by_file),
         "by_file_wall": _descending(by_file_wall),
-        "workers": _workers(rows, started_at),
+        "workers": _workers(rows, events, started_at),
     }
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     partial = RESULT.with_suffix(".json.tmp")
@@ -89,14 +92,20 @@ def main(args: list[str]) -> int:
     return 0 if done.returncode == 0 else 1
 
 
-def _workers(rows: list[dict[str, object]], started_at: float) -> dict[str, dict[str, float]]:
-    """Per xdist worker: its seconds in tests and when (seconds after pytest started) it finished its last one."""
+def _workers(
+    rows: list[dict[str, Any]], events: list[dict[str, Any]], started_at: float
+) -> dict[str, dict[str, float]]:
+    """Per process (xdist worker, or ``main``): its seconds in tests, and when (seconds after pytest started) it
+    finished its last test, finished its session and exited (every exit handler run)."""
     workers: dict[str, dict[str, float]] = {}
     for row in rows:
-        worker = workers.setdefault(str(row.get("worker", "main")), {"tests_s": 0.0, "finished_s": 0.0})
-        worker["tests_s"] += float(row["wall_s"])  # type: ignore[arg-type]
+        worker = workers.setdefault(str(row.get("worker", "main")), {"tests_s": 0.0})
+        worker["tests_s"] += float(row["wall_s"])
         if "end" in row:
-            worker["finished_s"] = max(worker["finished_s"], float(row["end"]) - started_at)  # type: ignore[arg-type]
+            worker["finished_s"] = max(worker.get("finished_s", 0.0), float(row["end"]) - started_at)
+    for event in events:
+        worker = workers.setdefault(str(event["worker"]), {"tests_s": 0.0})
+        worker[f"{event['event']}_s"] = float(event["end"]) - started_at
     return {name: {k: round(v, 1) for k, v in w.items()} for name, w in sorted(workers.items())}
 
 

@@ -7,6 +7,7 @@ Tests that need ``../shared`` skip with the reason when it is absent; with
 from __future__ import annotations
 
 import http.server
+import itertools
 import os
 import tempfile
 import threading
@@ -78,12 +79,19 @@ def _stop_ephemeral_prefect() -> Iterator[None]:
 
 
 class _EncodedOnce:
-    """What the real sentence-transformers models computed in this session: per (model path, precision,
-    device, max_seq_length, prompt), text -> normalised vector; ``active`` while the test allows it."""
+    """What the real sentence-transformers models computed in this run: per (model path, precision,
+    device, max_seq_length, prompt), text -> normalised vector; ``active`` while the test allows it.
+
+    With a ``folder`` that the run's xdist workers share, every batch a worker computes is published there too
+    (one ``.npz`` per batch, written whole and renamed into place), so a text one worker encoded is a file read
+    for the others (techdocs' corpus is ~19 s of MiniLM on one thread)."""
 
     def __init__(self) -> None:
         self.vectors: dict[tuple[object, ...], dict[str, Any]] = {}
         self.active = False
+        self.folder: Path | None = None
+        self.read: set[Path] = set()
+        self.batches = itertools.count()
 
     def wrap(self, model: Any, identity: tuple[object, ...]) -> None:
         """Give a loaded model an ``encode`` that computes only the texts it has not seen."""
@@ -95,29 +103,76 @@ class _EncodedOnce:
             usual = options.get("normalize_embeddings") is True and options.get("convert_to_numpy") is True
             if not (self.active and usual and sentences and isinstance(sentences, list)):
                 return encode(sentences, prompt=prompt, **options)
-            known = self.vectors.setdefault((*identity, model.max_seq_length, prompt), {})
-            todo = list(dict.fromkeys(text for text in sentences if text not in known))
+            key = (*identity, model.max_seq_length, prompt)
+            known = self.vectors.setdefault(key, {})
+            todo = [text for text in dict.fromkeys(sentences) if text not in known]
             if todo:
-                known.update(zip(todo, encode(todo, prompt=prompt, **options)))
+                self._read_published(key, known)
+                todo = [text for text in todo if text not in known]
+            if todo:
+                vectors = encode(todo, prompt=prompt, **options)
+                known.update(zip(todo, vectors))
+                self._publish(key, todo, vectors)
             return np.stack([known[text] for text in sentences])
 
         model.encode = remembering
+
+    def _published(self, key: tuple[object, ...]) -> Path | None:
+        import hashlib
+
+        return None if self.folder is None else self.folder / hashlib.sha256(repr(key).encode()).hexdigest()[:32]
+
+    def _read_published(self, key: tuple[object, ...], known: dict[str, Any]) -> None:
+        """Add what other workers published under ``key`` (batches not read before) to ``known``."""
+        import json
+
+        import numpy as np
+
+        folder = self._published(key)
+        if folder is None or not folder.is_dir():
+            return
+        for batch in sorted(folder.glob("*.npz")):
+            if batch in self.read:
+                continue
+            self.read.add(batch)
+            with np.load(batch) as data:
+                texts = json.loads(data["texts"].tobytes().decode("utf-8"))
+                for text, vector in zip(texts, data["vectors"], strict=True):
+                    known.setdefault(text, vector)
+
+    def _publish(self, key: tuple[object, ...], texts: list[str], vectors: Any) -> None:
+        import json
+
+        import numpy as np
+
+        folder = self._published(key)
+        if folder is None:
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        batch = folder / f"{os.getpid()}-{threading.get_ident()}-{next(self.batches)}.npz"
+        partial = batch.with_suffix(".partial")
+        with open(partial, "wb") as fh:  # texts as UTF-8 JSON: numpy's str arrays drop trailing NULs
+            encoded = np.frombuffer(json.dumps(texts).encode("utf-8"), dtype=np.uint8)
+            np.savez(fh, texts=encoded, vectors=np.asarray(vectors))
+        os.replace(partial, batch)
+        self.read.add(batch)
 
 
 _ENCODED_ONCE = _EncodedOnce()
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _encode_each_text_once() -> Iterator[None]:
-    """The real sentence-transformers model encodes each text once per session, not once per test.
+def _encode_each_text_once(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The real sentence-transformers model encodes each text once per test run, not once per test or worker.
 
     Dozens of tests embed the same techdocs, SciFact and NFCorpus texts with MiniLM in a fresh cache (that
     encode and the latency stage's query encodes were about a third of a demo run's CPU). A model loaded
     through :mod:`irflow.tasks.embed.inference` keeps what it computed, so a text it has seen is a lookup;
     everything above the model (the Parquet cache and its counts, progress, latency timing) runs as it
     would. Session-scoped, so that module- and session-scoped fixtures (a finished techdocs run) share it
-    too; a test of the encode itself is marked ``fresh_encode``. Commands run in a subprocess, and
-    exported (ONNX, OpenVINO) or API models, encode as they always do.
+    too, and the workers of one run share what each computed; a test of the encode itself is marked
+    ``fresh_encode``. Commands run in a subprocess, and exported (ONNX, OpenVINO) or API models, encode as
+    they always do.
     """
     from irflow.tasks.embed import inference
 
@@ -129,6 +184,8 @@ def _encode_each_text_once() -> Iterator[None]:
             _ENCODED_ONCE.wrap(model, (path, precision, device))
         return model
 
+    base = tmp_path_factory.getbasetemp()  # a worker's is <the run's>/popen-gwN: the run's is shared by its workers
+    _ENCODED_ONCE.folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "encoded-once"
     _ENCODED_ONCE.active = True
     with mock.patch.object(inference, "load_sentence_transformer", load_remembering):
         yield
