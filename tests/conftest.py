@@ -6,6 +6,7 @@ Tests that need ``../shared`` skip with the reason when it is absent; with
 
 from __future__ import annotations
 
+import atexit
 import http.server
 import itertools
 import os
@@ -26,6 +27,7 @@ for _key, _value in {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "DO_NOT_TRACK": "1",
     "MLFLOW_DISABLE_TELEMETRY": "true",
+    "RAGAS_DO_NOT_TRACK": "true",  # the ragas parity test: no analytics thread
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
 }.items():
     os.environ.setdefault(_key, _value)
@@ -341,3 +343,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return 30.0 if item.module in heavy else 0.0  # type: ignore[attr-defined]
 
     items.sort(key=lambda item: -cost(item))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """An xdist worker ends as soon as its exit handlers have run: freeing its heap object by object (GBs of
+    torch, pandas and cached vectors) took the workers 6-8 s after the last test, while the run waited."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and hasattr(atexit, "_run_exitfuncs"):
+        atexit.register(_exit_after_exit_handlers)  # registered last, so it runs first
+
+
+def _exit_after_exit_handlers() -> None:
+    import sys
+
+    atexit.unregister(_exit_after_exit_handlers)
+    atexit._run_exitfuncs()  # every other handler, in the order an ordinary exit runs them
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(0)
