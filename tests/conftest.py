@@ -163,6 +163,20 @@ class _EncodedOnce:
 _ENCODED_ONCE = _EncodedOnce()
 
 
+def _run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test run's temporary folder, shared by its xdist workers (a worker's own is ``<run's>/popen-gwN``)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _prefect_template(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Where the run's migrated Prefect database goes (``support.prefect_home``)."""
+    from support.prefect_home import TEMPLATE
+
+    os.environ[TEMPLATE] = str(_run_folder(tmp_path_factory) / "prefect-template.db")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _encode_each_text_once(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The real sentence-transformers model encodes each text once per test run, not once per test or worker.
@@ -186,8 +200,7 @@ def _encode_each_text_once(tmp_path_factory: pytest.TempPathFactory) -> Iterator
             _ENCODED_ONCE.wrap(model, (path, precision, device))
         return model
 
-    base = tmp_path_factory.getbasetemp()  # a worker's is <the run's>/popen-gwN: the run's is shared by its workers
-    _ENCODED_ONCE.folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "encoded-once"
+    _ENCODED_ONCE.folder = _run_folder(tmp_path_factory) / "encoded-once"
     _ENCODED_ONCE.active = True
     with mock.patch.object(inference, "load_sentence_transformer", load_remembering):
         yield
@@ -214,7 +227,7 @@ def _e2e_services(request: pytest.FixtureRequest) -> None:
 
 
 @pytest.fixture(scope="session")
-def prefect_server() -> Iterator[str]:
+def prefect_server(_prefect_template: None) -> Iterator[str]:
     """One Prefect API per test session (per xdist worker): the ``irflow`` commands the tests start report
     their flows to it instead of each starting a temporary server of its own (~10 s of CPU each).
 
@@ -222,11 +235,15 @@ def prefect_server() -> Iterator[str]:
     free port, dying with this process) and goes by ``PREFECT_API_URL``, as a configured server would.
     Tests of the temporary server itself use :func:`temporary_prefect_server`.
     """
+    from support.prefect_home import publish_template, seeded_home
+
     from irflow.flows.prefect_api import TemporaryServer
 
+    seeded_home(Path(PREFECT_HOME))  # another worker's migrated database, when one is published
     server = TemporaryServer()
     try:
         server.wait(float(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]))
+        publish_template(Path(PREFECT_HOME))  # before any flow runs on it
         # It serves no UI, as a command's temporary server serves none: no "View at" links, no flow-run URLs.
         os.environ.update(PREFECT_API_URL=server.api_url, PREFECT_UI_URL="")
         yield server.api_url

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from support.prefect_home import seeded_home
 
 pytestmark = [
     pytest.mark.e2e,
@@ -61,7 +62,7 @@ def _wait_for(what: str, check, timeout: float) -> object:  # type: ignore[no-un
 
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_a_stopped_run_leaves_no_prefect_server(stop: signal.Signals, tmp_path: Path) -> None:
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
+    env = {**os.environ, "PREFECT_HOME": str(seeded_home(tmp_path / "prefect"))}
     env.pop("PREFECT_API_URL", None)
     command = [sys.executable, "-c", "from irflow.cli.main import entry_point; entry_point()"]
     run = subprocess.Popen(

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from support.folders import hostile_folder
+from support.prefect_home import seeded_home
 from support.services import free_port
 
 pytestmark = pytest.mark.e2e
@@ -126,7 +127,7 @@ def test_served_deployments_run_adhoc_with_parameters_and_schedule_nightly(
     api, tracking = f"http://127.0.0.1:{prefect_port}/api", f"http://127.0.0.1:{mlflow_port}"
     env = {
         **os.environ,
-        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "PREFECT_HOME": str(seeded_home(tmp_path / "prefect-home")),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "DO_NOT_TRACK": "1",
         "MLFLOW_DISABLE_TELEMETRY": "true",

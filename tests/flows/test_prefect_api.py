@@ -22,6 +22,7 @@ from prefect.settings import (
     get_current_settings,
     temporary_settings,
 )
+from support.prefect_home import seeded_home
 
 from irflow.flows import prefect_api
 
@@ -145,7 +146,7 @@ def _running(pid: int) -> bool:
 def test_a_stopped_dask_run_leaves_no_process_behind(stop: signal.Signals, tmp_path: Path) -> None:
     """``irflow run --task-runner dask``: the temporary Prefect server, the local Dask cluster's workers
     and multiprocessing's helpers all end with the command, however it is stopped."""
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
+    env = {**os.environ, "PREFECT_HOME": str(seeded_home(tmp_path / "prefect"))}
     run = subprocess.Popen(
         [sys.executable, "-m", "irflow.cli", "run", "--task-runner", "dask", "--system", "bm25"]
         + ["--latency-runs", "0", "--no-track", "--output", str(tmp_path / "out")],

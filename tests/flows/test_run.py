@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from support.cli import irflow
+from support.prefect_home import seeded_home
 from support.stores import read_only_database
 
 from irflow.tasks.core.output_folder import check_output, publish
@@ -25,7 +26,7 @@ def env(tmp_path: Path) -> dict[str, str]:
     return {
         **os.environ,
         "IRFLOW_CACHE_DIR": str(tmp_path / "cache"),
-        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "PREFECT_HOME": str(seeded_home(tmp_path / "prefect")),
         "HF_HUB_OFFLINE": "1",
     }
 
