@@ -1,11 +1,10 @@
 """Prefect homes whose database is already migrated: a copy of the one the run's first Prefect server made.
 
 A Prefect server on a fresh ``PREFECT_HOME`` spends ~8 s (6 s of CPU) creating its database: a hundred-odd
-migrations and the block types. The first server of a test run (a worker's ``prefect_server``) publishes its
-freshly made database, before any flow has run on it, as the run's template (SQLite's backup API: a consistent
-copy of a live database, renamed into place); a server started later on a home from :func:`seeded_home` starts
-on a copy of it. Before a template exists a home is left empty, and its server makes its own database, as a
-newcomer's first command does.
+migrations and the block types. The first worker's ``prefect_server`` whose home holds no flow yet publishes
+its database as the run's template (SQLite's backup API: a consistent copy of a live database, renamed into
+place); a server started later on a home from :func:`seeded_home` starts on a copy of it. Before a template
+exists a home is left empty, and its server makes its own database, as a newcomer's first command does.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ def seeded_home(home: Path) -> Path:
 
 
 def publish_template(home: Path) -> None:
-    """Publish ``home``'s database (its server started, no flow run yet) as the run's template, unless one is."""
+    """Publish ``home``'s database (its server started, no flow in it yet) as the run's template, unless one is."""
     template = Path(os.environ.get(TEMPLATE, ""))
     if not os.environ.get(TEMPLATE) or template.exists() or not (home / DATABASE).is_file():
         return
@@ -39,7 +38,11 @@ def publish_template(home: Path) -> None:
     source, copy = sqlite3.connect(home / DATABASE), sqlite3.connect(partial)
     try:
         source.backup(copy)
+        (flows,) = copy.execute("select count(*) from flow").fetchone()
     finally:
         copy.close()
         source.close()
+    if flows:  # a command of an earlier test ran its flows in this home: not a fresh database
+        partial.unlink()
+        return
     os.replace(partial, template)
