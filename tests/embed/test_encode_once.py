@@ -1,5 +1,5 @@
 """Encode each thing once: two real processes embedding the same texts on a fresh cache share one encode
-(the per-key lock of ``tasks.embed.cache``), and the progress line of long stages (``tasks.core.progress``).
+(the per-key lock of ``tasks.embed.key_lock``), and the progress line of long stages (``tasks.core.progress``).
 
 The encoder is a cheap fake (a hash of each text as its vector) in a helper script, so the test
 checks the locking, not a model: it counts its calls in a file, and the first process keeps
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from irflow.tasks.core import progress
-from irflow.tasks.embed import cache as embed_cache
+from irflow.tasks.embed.key_lock import EmbeddingLockTimeout, key_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,11 +119,11 @@ def test_a_killed_holder_frees_the_key_and_its_parts_are_kept(tmp_path: Path) ->
 
 def test_lock_wait_times_out_with_the_holder_named(tmp_path: Path) -> None:
     key_dir = tmp_path / "key"
-    with embed_cache.key_lock(key_dir):
-        with pytest.raises(embed_cache.EmbeddingLockTimeout, match=rf"process {os.getpid()} on .*lock {key_dir}"):
-            with embed_cache.key_lock(key_dir, timeout=0.3, poll=0.05):
+    with key_lock(key_dir):
+        with pytest.raises(EmbeddingLockTimeout, match=rf"process {os.getpid()} on .*lock {key_dir}"):
+            with key_lock(key_dir, timeout=0.3, poll=0.05):
                 pass
-    with embed_cache.key_lock(key_dir, timeout=0.3):  # released: free again
+    with key_lock(key_dir, timeout=0.3):  # released: free again
         pass
 
 

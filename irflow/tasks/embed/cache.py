@@ -24,20 +24,17 @@ resumes from its finished parts, and ``encode_chunks`` can run disjoint chunk ra
 parallel (e.g. Dask workers) against the same key directory. A part is trusted only if it
 parses and holds exactly the ids its chunk expects, as finite float32 vectors.
 
-One encode per key at a time: ``embed_texts`` holds the key's ``_lock`` while it reads and fills the
-parts, so a second run of the same system (another process, another flow) waits, logging who it
-waits for, and then reads the finished parts instead of encoding them again. The kernel releases
-the lock of a killed holder; the waiter then resumes from the parts already written.
+One encode per key at a time: ``embed_texts`` holds the key's ``_lock`` (:mod:`irflow.tasks.embed.key_lock`)
+while it reads and fills the parts, so a second run of the same system (another process, another flow)
+waits, logging who it waits for, and then reads the finished parts instead of encoding them again. The
+kernel releases the lock of a killed holder; the waiter then resumes from the parts already written.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
-import os
-import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -50,8 +47,8 @@ import numpy as np
 from irflow.tasks.core.atomic import atomic_path, write_json
 from irflow.tasks.core.config import cache_dir
 from irflow.tasks.core.progress import Progress, plural
-from irflow.tasks.core.schema import IrflowError
 from irflow.tasks.embed.inference import encode
+from irflow.tasks.embed.key_lock import key_lock
 from irflow.tasks.embed.models import resolve_model
 
 if TYPE_CHECKING:
@@ -66,8 +63,6 @@ PROGRESS_BATCHES = 16
 CACHE_FORMAT = 1
 DOCUMENT_TEXT = 'document = (title + " " + text).strip()'
 QUERY_TEXT = "query = text"
-LOCK_TIMEOUT_S = 6 * 3600.0
-"""How long ``embed_texts`` waits for another process encoding the same key (``IRFLOW_EMBED_LOCK_TIMEOUT``)."""
 ENCODE_STATS: Counter[str] = Counter()
 """Texts encoded by the model vs read from the cache in this process (``encoded``, ``from_cache``)."""
 
@@ -340,70 +335,6 @@ def embed_texts(
     if counts["encoded"] or not (key_dir / "_COMPLETE").is_file():
         write_json(key_dir / "_COMPLETE", {**info, "encode_seconds": round(seconds, 3)})
     return Embeddings(ids, vectors, key, key_dir, counts["encoded"], counts["from_cache"], info)
-
-
-class EmbeddingLockTimeout(IrflowError):
-    """Another process held a cache key's lock for longer than the wait allows."""
-
-
-@contextlib.contextmanager
-def key_lock(key_dir: Path, *, timeout: float | None = None, poll: float = 0.2) -> Iterator[None]:
-    """Hold the exclusive lock of one cache key (``key_dir/_lock``), waiting for another holder.
-
-    While it waits it logs who holds the key (pid, host, since when) every minute; after ``timeout``
-    seconds (default ``IRFLOW_EMBED_LOCK_TIMEOUT`` or :data:`LOCK_TIMEOUT_S`) it raises
-    :class:`EmbeddingLockTimeout` naming the lock file. ``fcntl.flock`` locks belong to the open file:
-    threads and processes exclude each other alike, and a killed holder's lock is released.
-    """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: parts are still written atomically
-        yield
-        return
-    if timeout is None:
-        timeout = float(os.environ.get("IRFLOW_EMBED_LOCK_TIMEOUT", LOCK_TIMEOUT_S))
-    path = Path(key_dir) / "_lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        start = time.monotonic()
-        next_message = start
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                now = time.monotonic()
-                holder = _lock_holder(path)
-                if now - start >= timeout:
-                    raise EmbeddingLockTimeout(
-                        f"waited {now - start:.0f} s for {holder} to finish encoding {path.parent.name[:12]}… "
-                        f"(lock {path}); raise IRFLOW_EMBED_LOCK_TIMEOUT or stop that process"
-                    ) from None
-                if now >= next_message:
-                    log.warning(
-                        "waiting for %s, which is encoding the same texts (lock %s, waited %.0f s, timeout %.0f s)",
-                        holder,
-                        path,
-                        now - start,
-                        timeout,
-                    )
-                    next_message = now + 60.0
-                time.sleep(poll)
-        os.ftruncate(fd, 0)
-        holder_info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        os.pwrite(fd, json.dumps(holder_info).encode(), 0)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def _lock_holder(path: Path) -> str:
-    try:
-        holder = json.loads(path.read_text(encoding="utf-8"))
-        return f"process {holder['pid']} on {holder['host']} (since {holder['since']})"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "another process"
 
 
 def _content_hash(ids: Sequence[str], texts: Sequence[str]) -> str:
