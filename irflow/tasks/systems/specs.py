@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, ClassVar, Union
 from irflow.tasks.core.redact import redact
 from irflow.tasks.core.schema import InputError, UnknownNameError
 from irflow.tasks.systems.api_options import API_OPTIONS, is_api_model, normalise_options
+from irflow.tasks.systems.encoder_options import ENCODER_OPTIONS, check_encoder
 from irflow.tasks.systems.grammar import (
     KIND_PARSERS,
     KINDS,
@@ -83,12 +84,6 @@ INDEX_PARAMS: dict[str, tuple[str, ...]] = {  # FAISS index kind -> the integer 
 }
 _BM25_OPTIONS = ("k1", "b", "backend", "method", "stemmer", "stopwords")
 _DENSE_OPTIONS = ("max_seq_length", "query_prompt", "doc_prompt", "batch_size")  # besides index and its parameters
-# How a local model runs (dense and rerank): inference backend, int8 quantisation, device, GPU precision.
-ENCODER_OPTIONS = ("backend", "quantize", "device", "precision")
-ENCODER_BACKENDS = ("torch", "onnx", "openvino")
-QUANTIZATIONS = ("int8",)
-DEVICES = ("cpu", "cuda", "mps")
-PRECISIONS = ("fp32", "fp16", "bf16")
 
 
 def _resolve_model(model: str) -> str:
@@ -170,7 +165,7 @@ class DenseSpec(_Builtin):
             raise spec_error(
                 f"options {', '.join(k for k, _ in self.api)} apply to API models: dense(...):openai:<model>"
             )
-        _check_encoder(self)
+        check_encoder(self)
         if is_api_model(self.model) and (self.backend, self.quantize, self.device) != ("torch", None, None):
             raise spec_error("backend, quantize and device apply to local models, not to an API model")
         if self.max_seq_length is not None:
@@ -234,30 +229,7 @@ class RerankSpec(_Builtin):
         if not isinstance(self.first_stage, Spec):
             raise spec_error(f"first stage must be a system spec, got {self.first_stage!r}")
         self._set("top", positive_int("top", self.top))
-        _check_encoder(self)
-
-
-def _check_encoder(spec: DenseSpec | RerankSpec) -> None:
-    """Validate the encoder options shared by dense and rerank specs (``ENCODER_OPTIONS``)."""
-    check_choice("backend", spec.backend, ENCODER_BACKENDS)
-    if spec.quantize is not None:
-        check_choice("quantize", spec.quantize, QUANTIZATIONS)
-        if spec.backend == "torch":
-            raise spec_error("quantize=int8 needs backend=onnx or backend=openvino (torch runs fp32/fp16/bf16)")
-    if spec.device is not None:
-        check_choice("device", spec.device, DEVICES)
-    check_choice("precision", spec.precision, PRECISIONS)
-    if spec.backend != "torch" and spec.device not in (None, "cpu"):
-        raise spec_error(f"backend={spec.backend} runs on the CPU: give device=cpu, or backend=torch for {spec.device}")
-    if spec.quantize is not None and spec.precision != "fp32":
-        raise spec_error(f"quantize={spec.quantize} keeps its other layers in fp32: drop precision={spec.precision}")
-    if spec.precision == "fp32" or spec.backend == "openvino":  # OpenVINO runs bf16/fp16 on CPUs with those units
-        return
-    if spec.backend != "torch" or spec.device not in ("cuda", "mps"):
-        raise spec_error(
-            f"precision={spec.precision} runs on a GPU with the torch backend (device=cuda or device=mps) or on "
-            f"the CPU with backend=openvino (got backend={spec.backend}, device={spec.device or 'default'})"
-        )
+        check_encoder(self)
 
 
 # Systems built elsewhere live in irflow.tasks.systems.external (they import this module, not the reverse).
