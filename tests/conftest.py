@@ -147,16 +147,15 @@ class _EncodedOnce:
 
         import numpy as np
 
+        from irflow.tasks.core.atomic import atomic_open
+
         folder = self._published(key)
         if folder is None:
             return
-        folder.mkdir(parents=True, exist_ok=True)
         batch = folder / f"{os.getpid()}-{threading.get_ident()}-{next(self.batches)}.npz"
-        partial = batch.with_suffix(".partial")
-        with open(partial, "wb") as fh:  # texts as UTF-8 JSON: numpy's str arrays drop trailing NULs
+        with atomic_open(batch, "wb") as fh:  # texts as UTF-8 JSON: numpy's str arrays drop trailing NULs
             encoded = np.frombuffer(json.dumps(texts).encode("utf-8"), dtype=np.uint8)
             np.savez(fh, texts=encoded, vectors=np.asarray(vectors))
-        os.replace(partial, batch)
         self.read.add(batch)
 
 

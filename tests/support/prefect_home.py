@@ -14,35 +14,41 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+from irflow.tasks.core.atomic import atomic_path
+
 TEMPLATE = "IRFLOW_TEST_PREFECT_TEMPLATE"  # where the run's template is (set by tests/conftest.py)
 DATABASE = "prefect.db"  # Prefect's default database under PREFECT_HOME
+
+
+def _template() -> Path | None:
+    return Path(os.environ[TEMPLATE]) if os.environ.get(TEMPLATE) else None
 
 
 def seeded_home(home: Path) -> Path:
     """``home``, created, holding a copy of the run's migrated Prefect database when there is one."""
     home.mkdir(parents=True, exist_ok=True)
-    template = Path(os.environ.get(TEMPLATE, "/nonexistent"))
-    if template.is_file() and not (home / DATABASE).exists():
-        partial = home / f".{DATABASE}.partial"
-        shutil.copyfile(template, partial)
-        os.replace(partial, home / DATABASE)
+    template = _template()
+    if template is not None and template.is_file() and not (home / DATABASE).exists():
+        with atomic_path(home / DATABASE) as partial:
+            shutil.copyfile(template, partial)
     return home
 
 
 def publish_template(home: Path) -> None:
     """Publish ``home``'s database (its server started, no flow in it yet) as the run's template, unless one is."""
-    template = Path(os.environ.get(TEMPLATE, ""))
-    if not os.environ.get(TEMPLATE) or template.exists() or not (home / DATABASE).is_file():
+    template = _template()
+    if template is None or template.exists() or not (home / DATABASE).is_file():
         return
-    partial = template.with_name(f".{template.name}.{os.getpid()}.partial")
-    source, copy = sqlite3.connect(home / DATABASE), sqlite3.connect(partial)
+    source = sqlite3.connect(home / DATABASE)
     try:
-        source.backup(copy)
-        (flows,) = copy.execute("select count(*) from flow").fetchone()
+        (flows,) = source.execute("select count(*) from flow").fetchone()
+        if flows:  # a command of an earlier test ran its flows in this home: not a fresh database
+            return
+        with atomic_path(template) as partial:
+            copy = sqlite3.connect(partial)
+            try:
+                source.backup(copy)
+            finally:
+                copy.close()
     finally:
-        copy.close()
         source.close()
-    if flows:  # a command of an earlier test ran its flows in this home: not a fresh database
-        partial.unlink()
-        return
-    os.replace(partial, template)
